@@ -1,0 +1,129 @@
+package blobstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+)
+
+// WithPrefix returns a Blobstore that stores every key k of its own as
+// prefix+"/"+k in bs, and lists only under that prefix, so several jobs
+// can share one bucket or directory without seeing each other's keys.
+// Keys are validated as keys of the returned store, so no key can reach
+// outside the prefix. prefix itself must be a valid key (a trailing '/' is
+// dropped); an empty prefix returns bs unchanged.
+func WithPrefix(bs Blobstore, prefix string) (Blobstore, error) {
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return bs, nil
+	}
+	if err := ValidateKey(prefix); err != nil {
+		return nil, fmt.Errorf("blobstore: prefix: %w", err)
+	}
+	return &prefixed{bs: bs, prefix: prefix + "/"}, nil
+}
+
+type prefixed struct {
+	bs     Blobstore
+	prefix string
+}
+
+var _ Blobstore = (*prefixed)(nil)
+
+func (p *prefixed) key(k string) (string, error) {
+	if err := ValidateKey(k); err != nil {
+		return "", err
+	}
+	full := p.prefix + k
+	if len(full) > MaxKeyLen {
+		return "", fmt.Errorf("%w: %q is %d bytes with prefix %q, over the %d-byte limit", ErrInvalidKey, k, len(full), p.prefix, MaxKeyLen)
+	}
+	return full, nil
+}
+
+func (p *prefixed) Put(ctx context.Context, key string, r io.Reader) error {
+	k, err := p.key(key)
+	if err != nil {
+		return err
+	}
+	return p.bs.Put(ctx, k, r)
+}
+
+func (p *prefixed) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return "", err
+	}
+	return p.bs.PutIfAbsent(ctx, k, r)
+}
+
+func (p *prefixed) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (string, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return "", err
+	}
+	return p.bs.PutIfMatch(ctx, k, etag, r)
+}
+
+func (p *prefixed) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return nil, err
+	}
+	return p.bs.Get(ctx, k)
+}
+
+func (p *prefixed) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return nil, err
+	}
+	return p.bs.GetRange(ctx, k, offset, length)
+}
+
+func (p *prefixed) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	info, err := p.bs.Stat(ctx, k)
+	info.Key = key
+	return info, err
+}
+
+func (p *prefixed) Exists(ctx context.Context, key string) (bool, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return false, err
+	}
+	return p.bs.Exists(ctx, k)
+}
+
+func (p *prefixed) List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error] {
+	return func(yield func(ObjectInfo, error) bool) {
+		if err := ValidatePrefix(prefix); err != nil {
+			yield(ObjectInfo{}, err)
+			return
+		}
+		for info, err := range p.bs.List(ctx, p.prefix+prefix) {
+			if err != nil {
+				yield(ObjectInfo{}, err)
+				return
+			}
+			info.Key = strings.TrimPrefix(info.Key, p.prefix)
+			if !yield(info, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (p *prefixed) Delete(ctx context.Context, key string) error {
+	k, err := p.key(key)
+	if err != nil {
+		return err
+	}
+	return p.bs.Delete(ctx, k)
+}
