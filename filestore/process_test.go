@@ -1,0 +1,174 @@
+package filestore_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/filestore"
+)
+
+// Cross-process conditional writes: the test binary re-executes itself as
+// helper processes (TestHelperProcess) that share one directory. Each
+// helper runs several goroutines; every round, all goroutines of all
+// processes start together at a wall-clock instant and try the same
+// conditional write. Exactly one must win across all processes, and the
+// stored bytes and ETag must be the winner's.
+
+const (
+	helperEnv    = "FILESTORE_TEST_HELPER"
+	racers       = 4 // processes
+	perProcess   = 4 // goroutines per process
+	raceRounds   = 5
+	raceBodySize = 256 << 10 // big enough that writers overlap while copying
+)
+
+func TestConditionalWritesAreAtomicAcrossProcesses(t *testing.T) {
+	for _, mode := range []string{"absent", "match"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newStore(t, dir)
+			var etags []string
+			for r := range raceRounds {
+				etag := "-"
+				if mode == "match" {
+					var err error
+					etag, err = s.PutIfAbsent(t.Context(), roundKey(r), strings.NewReader("base"))
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				etags = append(etags, etag)
+			}
+			start := time.Now().Add(time.Second) // time for the helpers to start
+			outputs := make([]string, racers)
+			var wg sync.WaitGroup
+			for p := range racers {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+				cmd.Env = append(os.Environ(),
+					helperEnv+"=1",
+					"FILESTORE_TEST_DIR="+dir,
+					"FILESTORE_TEST_MODE="+mode,
+					"FILESTORE_TEST_PROCESS="+strconv.Itoa(p),
+					"FILESTORE_TEST_ETAGS="+strings.Join(etags, ","),
+					"FILESTORE_TEST_START="+strconv.FormatInt(start.UnixNano(), 10),
+				)
+				wg.Go(func() {
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						t.Errorf("helper %d: %v\n%s", p, err, out)
+					}
+					outputs[p] = string(out)
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			// Lines: "WIN <round> <writer> <etag>" or "LOSE <round> <writer>".
+			winners := map[int][]string{}
+			results := 0
+			for _, out := range outputs {
+				sc := bufio.NewScanner(strings.NewReader(out))
+				for sc.Scan() {
+					f := strings.Fields(sc.Text())
+					if len(f) < 3 || (f[0] != "WIN" && f[0] != "LOSE") {
+						continue
+					}
+					results++
+					r, _ := strconv.Atoi(f[1])
+					if f[0] == "WIN" {
+						winners[r] = append(winners[r], f[2]+" "+f[3])
+					}
+				}
+			}
+			if want := racers * perProcess * raceRounds; results != want {
+				t.Fatalf("got %d results from the helpers, want %d:\n%s", results, want, strings.Join(outputs, "\n"))
+			}
+			for r := range raceRounds {
+				if len(winners[r]) != 1 {
+					t.Fatalf("round %d: %d winners %q, want exactly 1", r, len(winners[r]), winners[r])
+				}
+				writer, etag, _ := strings.Cut(winners[r][0], " ")
+				got := get(t, s, roundKey(r))
+				if want := string(body(writer)); got != want {
+					t.Fatalf("round %d: stored %.40q..., want the winner %s's bytes", r, got, writer)
+				}
+				if info, err := s.Stat(t.Context(), roundKey(r)); err != nil || info.ETag != etag {
+					t.Fatalf("round %d: Stat = %+v, %v; want the winner's ETag %q", r, info, err, etag)
+				}
+			}
+			if leftover := tree(t, dir); len(leftover) != raceRounds {
+				t.Fatalf("directory holds %q, want only the %d keys", leftover, raceRounds)
+			}
+		})
+	}
+}
+
+func roundKey(r int) string { return fmt.Sprintf("race-%d", r) }
+
+// body is what writer writes: distinct per writer, and large.
+func body(writer string) []byte {
+	return bytes.Repeat([]byte(writer+";"), raceBodySize/(len(writer)+1))
+}
+
+// TestHelperProcess is not a test: it is the body of the helper processes
+// of TestConditionalWritesAreAtomicAcrossProcesses.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) != "1" {
+		t.Skip("helper process for the cross-process tests; runs only when re-executed by them")
+	}
+	s := newStore(t, os.Getenv("FILESTORE_TEST_DIR"))
+	// Hold the window between check and rename open long enough that,
+	// were the lock missing, racing writers would all pass the check.
+	filestore.SetBeforeRenameHook(s, func() { time.Sleep(5 * time.Millisecond) })
+	mode := os.Getenv("FILESTORE_TEST_MODE")
+	p := os.Getenv("FILESTORE_TEST_PROCESS")
+	etags := strings.Split(os.Getenv("FILESTORE_TEST_ETAGS"), ",")
+	startNS, err := strconv.ParseInt(os.Getenv("FILESTORE_TEST_START"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	for r := range raceRounds {
+		// Every round starts at the same instant in every process.
+		time.Sleep(time.Until(time.Unix(0, startNS).Add(time.Duration(r) * 300 * time.Millisecond)))
+		var wg sync.WaitGroup
+		for g := range perProcess {
+			writer := fmt.Sprintf("p%s-g%d", p, g)
+			wg.Go(func() {
+				var etag string
+				var err error
+				if mode == "absent" {
+					etag, err = s.PutIfAbsent(t.Context(), roundKey(r), bytes.NewReader(body(writer)))
+				} else {
+					etag, err = s.PutIfMatch(t.Context(), roundKey(r), etags[r], bytes.NewReader(body(writer)))
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					lines = append(lines, fmt.Sprintf("WIN %d %s %s", r, writer, etag))
+				case errors.Is(err, blobstore.ErrPreconditionFailed):
+					lines = append(lines, fmt.Sprintf("LOSE %d %s", r, writer))
+				default:
+					lines = append(lines, fmt.Sprintf("ERROR %d %s %v", r, writer, err))
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+}
