@@ -1,0 +1,53 @@
+// Package archive reads and writes Tidemark's portable, checksummed archive
+// format: the self-contained form of a checkpoint that savepoints are made
+// of, that can be copied between buckets and regions and extracted anywhere.
+//
+// # Format
+//
+// An archive is a tar stream (POSIX ustar, with PAX records where a path
+// needs them). Its first entry is MANIFEST.json, a [Manifest]: the format
+// version ([FormatVersion]), the checkpoint record as opaque JSON, and for
+// every file its path, size and SHA-256. The files follow, one regular tar
+// entry each, in manifest order, and nothing else: no directory, link or
+// device entries. File paths are relative and '/'-separated, live under
+// state/<owner>/ (see [StatePrefix]) and obey [blobstore.ValidateKey], so an
+// archive path can always be used as an object key and never names anything
+// outside the directory it is extracted into.
+//
+// The whole stream may be zstd-compressed. Readers detect compression by
+// the zstd magic bytes (28 B5 2F FD) and read plain tar otherwise, so
+// callers never say which one they have.
+//
+// # Streaming
+//
+// [Write], [Read], [Verify] and [ExtractDir] each make one pass over the
+// data: digests are computed while the bytes are copied, never in a second
+// pass, and no file or archive is buffered whole in memory or on disk.
+// Memory is bounded by the manifest (see [Limits]), a few copy buffers and,
+// for compressed archives, the zstd window (at most 64 MiB).
+//
+// # Safety
+//
+// An archive is untrusted input. Reading refuses, before or while it
+// streams, everything that does not match the manifest exactly: a missing
+// or late manifest, an unknown version, bad paths (absolute, "..", ".",
+// empty segments, backslashes, control characters, outside state/),
+// non-regular entries (directories, symlinks, hard links, devices, FIFOs),
+// duplicates, files the manifest does not list or that come out of
+// manifest order, listed files that never come, size and digest
+// mismatches, totals over [Limits], and non-zero data after the end of
+// the tar stream. A digest mismatch is reported to the consumer of a file
+// in place of its io.EOF, so nothing unverified is ever accepted as
+// complete. [ExtractDir] additionally writes into a temporary sibling
+// directory that is renamed into place only once every file has been
+// verified and synced, so a refused archive leaves nothing in the
+// destination.
+//
+// # Errors
+//
+// Every refusal of archive content wraps [ErrCorrupt] and names the entry
+// concerned; refusals because of [Limits] also wrap [ErrTooLarge], and bad
+// paths also wrap [blobstore.ErrInvalidKey]. Errors of the underlying
+// reader or writer and context cancellation are returned wrapped but are
+// not ErrCorrupt: a dropped connection is not a damaged archive.
+package archive
