@@ -1,0 +1,114 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status tracks a checkpoint through the two-phase commit protocol.
+//
+//	prepared:  offsets + state persisted, sink transaction flushed but
+//	           NOT yet committed. The commit decision is logged.
+//	completed: sink transaction committed; safe to restore from.
+//
+// Checkpoints written without an explicit status (legacy, or the
+// uncoordinated at-least-once path) are treated as completed.
+type Status string
+
+const (
+	// StatusPrepared marks a checkpoint whose state and offsets are durable
+	// but whose sink transaction is not known to be committed.
+	StatusPrepared Status = "prepared"
+	// StatusCompleted marks a checkpoint whose sink transaction committed:
+	// it is safe to restore from.
+	StatusCompleted Status = "completed"
+)
+
+// valid reports whether s is a status a record may carry (the empty status
+// is the legacy spelling of completed).
+func (s Status) valid() bool {
+	return s == "" || s == StatusPrepared || s == StatusCompleted
+}
+
+// SourceOffsetsKey is the key in CheckpointData.Source under which the
+// Coordinator stores the barrier-aligned source offsets it received in
+// OnBarrierInjected.
+const SourceOffsetsKey = "offsets"
+
+// CheckpointData holds the complete state of a pipeline at a point in time.
+// It includes the state of each stateful operator (by index) and the source
+// offset (if applicable). StateDirs maps owner IDs to paths, relative to
+// Storage.StateDir(ID), of native (hard-linked) state directories, used by
+// Pebble-backed state for O(1)-delta checkpoints.
+//
+// The JSON field names are those of the reference engine, so records
+// written by either can be read by the other. Records are decoded
+// leniently (unknown fields are ignored), which leaves room for fields a
+// later format adds, such as per-file digests for object-store checkpoints.
+type CheckpointData struct {
+	ID        string            `json:"id"`
+	Timestamp time.Time         `json:"timestamp"`
+	Operators map[string][]byte `json:"operators"`            // operator index -> state bytes
+	Source    map[string][]byte `json:"source"`               // source-specific offset data
+	Status    Status            `json:"status,omitempty"`     // empty means completed
+	TxnID     string            `json:"txn_id,omitempty"`     // sink transactional id (diagnostics)
+	StateDirs map[string]string `json:"state_dirs,omitempty"` // ownerID -> path relative to StateDir(ID)
+}
+
+// Completed reports whether this checkpoint is safe to restore from: its
+// status is completed, or empty (legacy records and the uncoordinated
+// at-least-once path).
+func (d *CheckpointData) Completed() bool {
+	return d.Status == "" || d.Status == StatusCompleted
+}
+
+// Offsets returns the source offsets the Coordinator recorded for this
+// checkpoint (Source[SourceOffsetsKey]), or nil.
+func (d *CheckpointData) Offsets() []byte {
+	return d.Source[SourceOffsetsKey]
+}
+
+// Sentinel errors. They are wrapped with the operation and the checkpoint
+// id, so callers test them with errors.Is.
+var (
+	// ErrNotFound is returned (wrapped) by LoadSpecific and UpdateStatus
+	// for a checkpoint id that has no record. It is distinct from
+	// ErrBlobNotFound, which is about a blobstore key.
+	ErrNotFound = errors.New("checkpoint: not found")
+	// ErrInvalidID is returned (wrapped) for a checkpoint id that cannot
+	// name a record: see ValidateID.
+	ErrInvalidID = errors.New("checkpoint: invalid id")
+	// ErrNotNewer is returned (wrapped) by ExtractCheckpoint and
+	// RestoreSavepoint when the destination already holds a checkpoint
+	// whose id is not older than the one being restored: the restored
+	// checkpoint could not become the latest completed one, because the
+	// latest-completed pointer never moves backwards.
+	ErrNotNewer = errors.New("checkpoint: destination has a checkpoint at least as new")
+)
+
+// marshalRecord encodes a record the way every Storage writes it.
+func marshalRecord(d *CheckpointData) ([]byte, error) {
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: encode %q: %w", d.ID, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// unmarshalRecord decodes a record and checks that it names a valid id and
+// a known status.
+func unmarshalRecord(b []byte) (*CheckpointData, error) {
+	var d CheckpointData
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("checkpoint: decode record: %w", err)
+	}
+	if err := ValidateID(d.ID); err != nil {
+		return nil, fmt.Errorf("checkpoint: decode record: %w", err)
+	}
+	if !d.Status.valid() {
+		return nil, fmt.Errorf("checkpoint: decode record %q: unknown status %q", d.ID, d.Status)
+	}
+	return &d, nil
+}

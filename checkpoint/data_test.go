@@ -1,0 +1,61 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestCompletedTreatsEmptyStatusAsCompleted(t *testing.T) {
+	cases := map[Status]bool{"": true, StatusCompleted: true, StatusPrepared: false}
+	for st, want := range cases {
+		if got := (&CheckpointData{Status: st}).Completed(); got != want {
+			t.Errorf("Completed() with status %q = %v, want %v", st, got, want)
+		}
+	}
+}
+
+func TestCheckpointDataJSONFieldNamesMatchReference(t *testing.T) {
+	d := record(NewID(1), StatusPrepared)
+	d.StateDirs = map[string]string{"w0": "w0"}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"id", "operators", "source", "state_dirs", "status", "timestamp", "txn_id"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("JSON fields = %q, want %q", keys, want)
+	}
+}
+
+func TestUnmarshalRecordIgnoresUnknownFields(t *testing.T) {
+	d, err := unmarshalRecord([]byte(`{"id":"ckpt-00000000000000000001","files":[{"path":"x"}],"status":"completed"}`))
+	if err != nil {
+		t.Fatalf("unmarshalRecord: %v", err)
+	}
+	if d.ID != NewID(1) || !d.Completed() {
+		t.Fatalf("got %+v", d)
+	}
+}
+
+func TestUnmarshalRecordRejectsUnknownStatus(t *testing.T) {
+	if _, err := unmarshalRecord([]byte(`{"id":"a","status":"half-done"}`)); err == nil {
+		t.Fatal("unknown status accepted")
+	}
+}
+
+func TestOffsetsReadsTheCoordinatorKey(t *testing.T) {
+	d := &CheckpointData{Source: map[string][]byte{SourceOffsetsKey: []byte("42")}}
+	if string(d.Offsets()) != "42" {
+		t.Fatalf("Offsets() = %q", d.Offsets())
+	}
+}

@@ -1,0 +1,100 @@
+// Package checkpoint persists the state of a stream-processing pipeline
+// and coordinates it with a transactional sink, so that a pipeline that
+// fails anywhere resumes with nothing lost and nothing applied twice. It
+// also turns checkpoints into savepoints: named, self-contained archives
+// in a blobstore.Blobstore.
+//
+// # Checkpoints
+//
+// A checkpoint is a CheckpointData record — operator state, source
+// offsets, the sink's transactional id, references to native state
+// directories — plus the files in those directories, which live under
+// Storage.StateDir(id). A record is either prepared (state durable, sink
+// transaction not known to be committed) or completed (safe to restore).
+//
+// Checkpoint ids sort, as strings, in creation order; the pointers a
+// Storage keeps rely on it. NewID builds such ids from a sequence number
+// ("ckpt-" and 20 zero-padded digits) and NextID continues a sequence.
+// ValidateID says which strings can be ids at all: one path segment, no
+// separators, no "..".
+//
+// # Storage
+//
+// Storage is the persistence interface; FileStorage implements it on a
+// local directory:
+//
+//	<dir>/<id>.json              record, written temp → fsync → rename → fsync dir
+//	<dir>/<id>.state/<owner>/…   native state directories of checkpoint id
+//	<dir>/latest.json            pointer to the newest checkpoint (any status)
+//	<dir>/latest-completed.json  pointer to the newest completed checkpoint
+//
+// Pointers never move backwards, and a record is durable before a pointer
+// names it. SweepOrphans removes state directories without a record.
+//
+// # The two-phase protocol
+//
+// Coordinator collects three inputs per checkpoint, in any order — the
+// source offsets at barrier injection (OnBarrierInjected), the operator
+// state at the pre-sink tap (OnStateSnapshot), and the sink's
+// acknowledgement that the checkpoint's output is staged in an open
+// transaction (OnSinkPrepared) — and then, on its own worker goroutine:
+//
+//  1. saves the record as prepared (the logged commit decision)  [StepPersistPrepared]
+//  2. commits the sink transaction                                [StepSinkCommitted]
+//  3. rewrites the record as completed                            [StepPersistCompleted]
+//  4. calls OnCompleted, then commits source offsets externally
+//     (advisory: a failure is logged, not fatal)                  [StepOffsetsCommitted]
+//
+// A failure before step 2 aborts the sink transaction; any failure is
+// reported once on Fatal and stops the coordinator. Coordinator.Hook fires
+// after each step and can inject a failure (HookFail) or a crash
+// (HookHalt) there; the crash-window tests do so at every step.
+//
+// # Recovery
+//
+// After a failure, Recover looks at the latest checkpoint of any status
+// (Storage.Load) and, when it is prepared, asks the sink whether its
+// transaction committed. The protocol guarantees at most one prepared
+// checkpoint newer than the latest completed one, because the next
+// checkpoint is persisted only after the previous one completed.
+//
+//	latest (Load)  its txn committed?  latest completed   decision
+//	-------------  ------------------  ----------------   --------------------------------------------
+//	none           (not asked)         none               ActionStartFresh
+//	none           (not asked)         C                  ActionRestore C (pointer damage; best effort)
+//	completed L    (not asked)         L                  ActionRestore L
+//	prepared P     yes                 any                ActionPromote: UpdateStatus(P, completed), restore P
+//	prepared P     no                  C                  ActionRestore C; P abandoned (sink aborts its txn)
+//	prepared P     no                  none               ActionStartFresh; P abandoned
+//	prepared P     error               any                error: no decision is made
+//	prepared P     nil CommittedFunc   as for "no"        the sink cannot prove a commit: never promote
+//
+// Promoting P when its transaction committed is what makes the window
+// between steps 2 and 3 safe: P's output is visible, so restoring C would
+// replay and duplicate it. Restoring C when P's transaction did not
+// commit is what makes the window between steps 1 and 2 safe: P's output
+// was never visible, and replaying from C's offsets produces it exactly
+// once. The next id is NextID(Decision.Latest.ID), never an abandoned one.
+//
+// # Savepoints
+//
+// ArchiveCheckpoint writes a checkpoint — record and a real copy of each
+// state directory under state/<owner>/… — as a portable, checksummed
+// archive (package archive); ExtractCheckpoint materializes one into a
+// Storage as its latest completed checkpoint. Savepoints are such archives
+// stored under SavepointKey(label) = "savepoints/<label>" in a Blobstore:
+// CreateSavepoint streams the latest completed checkpoint into the store
+// without a temporary copy, RestoreSavepoint extracts it into another
+// Storage, ListSavepoints and DeleteSavepoint manage them, and
+// CopySavepoint streams one to another Blobstore (another bucket, region,
+// or a filesystem) verifying every digest on the way. A label is a single
+// key segment (ValidateLabel).
+//
+// # Errors
+//
+// Errors wrap sentinels so callers branch with errors.Is: ErrNotFound (no
+// such checkpoint), ErrInvalidID, ErrInvalidLabel, ErrNotNewer (a restore
+// that could not become the latest completed checkpoint), ErrNoCompleted
+// (nothing to make a savepoint of), ErrInjected (a hook's HookFail), and
+// ErrBlobNotFound (= blobstore.ErrNotFound, a missing savepoint).
+package checkpoint

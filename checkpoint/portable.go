@@ -1,0 +1,205 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// ArchiveCheckpoint writes a self-contained archive (package archive) of
+// checkpoint id — its JSON record plus a real copy of every per-owner
+// state directory, as state/<owner>/… — to w. Unlike the live checkpoint
+// (Pebble hard-links on one filesystem), the archive is portable: it can be
+// moved to another volume, host, or object store and extracted anywhere.
+//
+// Only completed checkpoints are archived: extraction makes the archive a
+// completed checkpoint, so archiving a prepared one would claim a commit
+// nobody proved. Owner ids must be single key segments and state paths
+// must stay inside src.StateDir(id).
+func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer) error {
+	cp, err := src.LoadSpecific(ctx, id)
+	if err != nil {
+		return fmt.Errorf("checkpoint: archive: %w", err)
+	}
+	if !cp.Completed() {
+		return fmt.Errorf("checkpoint: archive %q: status %q is not completed", id, cp.Status)
+	}
+	if err := validateStateDirs(cp.StateDirs); err != nil {
+		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+	}
+	rec, err := json.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+	}
+	m := &archive.Manifest{Version: archive.FormatVersion, Record: rec}
+	if as, ok := src.(archiveSource); ok { // BlobStorage: stream from the store, no local copy needed
+		files, open, err := as.ArchiveFiles(ctx, id)
+		if err != nil {
+			return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+		}
+		m.Files = files
+		if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
+			return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+		}
+		return nil
+	}
+	openers := map[string]archive.OpenFunc{}
+	owners := slices.Sorted(maps.Keys(cp.StateDirs))
+	for _, owner := range owners {
+		dir := filepath.Join(src.StateDir(id), filepath.FromSlash(cp.StateDirs[owner]))
+		prefix := archive.StatePrefix + owner
+		files, err := archive.DirFiles(ctx, dir, prefix)
+		if err != nil {
+			return fmt.Errorf("checkpoint: archive %q: owner %q: %w", id, owner, err)
+		}
+		m.Files = append(m.Files, files...)
+		openers[owner] = archive.DirOpener(dir, prefix)
+	}
+	open := func(ctx context.Context, p string) (io.ReadCloser, error) {
+		owner, _, _ := strings.Cut(strings.TrimPrefix(p, archive.StatePrefix), "/")
+		o, ok := openers[owner]
+		if !ok {
+			return nil, fmt.Errorf("no owner for %q: %w", p, fs.ErrNotExist)
+		}
+		return o(ctx, p)
+	}
+	if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
+		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+	}
+	return nil
+}
+
+// ExtractCheckpoint reads an archive produced by ArchiveCheckpoint and
+// materializes it into dst as a completed checkpoint: state files are
+// written under dst.StateDir(id) and the record is saved (status
+// completed) so that dst.LoadLatestCompleted returns it. Returns the
+// checkpoint ID.
+//
+// The archive is verified completely (every size and digest) into a
+// staging directory next to the state directories before anything is
+// moved into place or any record is saved, so a damaged or hostile
+// archive (errors wrap archive.ErrCorrupt) leaves dst as it was. Because
+// the latest-completed pointer never moves backwards, dst must hold no
+// checkpoint with an id at least as new as the archived one (ErrNotNewer):
+// restore into a fresh Storage, or one whose checkpoints are all older.
+// A staging directory left by a crash is named like an orphan state
+// directory, so FileStorage.SweepOrphans removes it.
+func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, error) {
+	// StateDir of any id names a sibling of every state directory: stage
+	// there so that moving into place is a rename on one filesystem.
+	parent := filepath.Dir(dst.StateDir(NewID(0)))
+	staging := filepath.Join(parent, "extract-"+randomHex()+stateExt)
+	defer os.RemoveAll(staging)
+
+	m, err := archive.ExtractDir(ctx, r, staging, archive.Limits{})
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: extract: %w", err)
+	}
+	cp, err := unmarshalRecord(m.Record)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: extract: %w: %w", archive.ErrCorrupt, err)
+	}
+	id := cp.ID
+	if !cp.Completed() {
+		return "", fmt.Errorf("checkpoint: extract %q: %w: status %q is not completed", id, archive.ErrCorrupt, cp.Status)
+	}
+	if err := validateStateDirs(cp.StateDirs); err != nil {
+		return "", fmt.Errorf("checkpoint: extract %q: %w: %w", id, archive.ErrCorrupt, err)
+	}
+	for _, f := range m.Files {
+		owner, _, _ := strings.Cut(strings.TrimPrefix(f.Path, archive.StatePrefix), "/")
+		if _, ok := cp.StateDirs[owner]; !ok {
+			return "", fmt.Errorf("checkpoint: extract %q: %w: file %q belongs to no owner of the record", id, archive.ErrCorrupt, f.Path)
+		}
+	}
+
+	latest, err := dst.Load(ctx)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+	}
+	if latest != nil && latest.ID >= id {
+		return "", fmt.Errorf("checkpoint: extract %q: %w (%q)", id, ErrNotNewer, latest.ID)
+	}
+
+	stateDir := dst.StateDir(id)
+	// Anything already there belongs to no record (dst has nothing this
+	// new): it is an orphan of a crashed checkpoint or extraction.
+	if err := os.RemoveAll(stateDir); err != nil {
+		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+	}
+	for _, owner := range slices.Sorted(maps.Keys(cp.StateDirs)) {
+		to := filepath.Join(stateDir, filepath.FromSlash(cp.StateDirs[owner]))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+		}
+		from := filepath.Join(staging, filepath.FromSlash(archive.StatePrefix+owner))
+		err := os.Rename(from, to)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = os.Mkdir(to, 0o755) // an owner whose state dir was empty
+		}
+		if err != nil {
+			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+		}
+	}
+	// The state must be durable before the record that names it.
+	if err := syncTree(stateDir); err != nil {
+		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+	}
+	if err := syncDir(parent); err != nil {
+		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+	}
+	cp.Status = StatusCompleted
+	if err := dst.Save(ctx, cp); err != nil {
+		return "", fmt.Errorf("checkpoint: extract: %w", err)
+	}
+	return id, nil
+}
+
+// validateStateDirs checks that every owner is one key segment (it becomes
+// an archive path segment) and every path is local (it must stay inside
+// StateDir).
+func validateStateDirs(dirs map[string]string) error {
+	for owner, rel := range dirs {
+		if strings.ContainsAny(owner, `/\`) {
+			return fmt.Errorf("state owner %q: %w: contains a separator", owner, blobstore.ErrInvalidKey)
+		}
+		if err := blobstore.ValidateKey(owner); err != nil {
+			return fmt.Errorf("state owner %q: %w", owner, err)
+		}
+		if rel == "" || strings.Contains(rel, `\`) || !filepath.IsLocal(filepath.FromSlash(rel)) {
+			return fmt.Errorf("state dir %q of owner %q is not a local relative path", rel, owner)
+		}
+	}
+	return nil
+}
+
+// syncTree fsyncs every directory under root (files were synced when they
+// were extracted; the renames that moved them need their directories
+// synced).
+func syncTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return syncDir(p)
+	})
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,260 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// Blobstore is the object-store abstraction savepoints (and object-store
+// checkpoints) are stored in. It is blobstore.Blobstore; the alias keeps
+// the reference engine's name.
+type Blobstore = blobstore.Blobstore
+
+// ErrBlobNotFound is returned (wrapped) by Blobstore.Get for a missing key,
+// and so by RestoreSavepoint and CopySavepoint for a missing savepoint. It
+// is the same sentinel as blobstore.ErrNotFound.
+var ErrBlobNotFound = blobstore.ErrNotFound
+
+// SavepointPrefix is the blobstore key prefix under which savepoints live.
+const SavepointPrefix = "savepoints/"
+
+// Sentinel errors of savepoints.
+var (
+	// ErrInvalidLabel is returned (wrapped, together with
+	// blobstore.ErrInvalidKey) for a savepoint label that is not a single
+	// valid key segment.
+	ErrInvalidLabel = errors.New("checkpoint: invalid savepoint label")
+	// ErrNoCompleted is returned (wrapped) by CreateSavepoint when the
+	// source has no completed checkpoint to promote.
+	ErrNoCompleted = errors.New("checkpoint: no completed checkpoint")
+)
+
+// SavepointKey returns the blobstore key for a named savepoint:
+// SavepointPrefix + label. It does not validate label; every function
+// that uses a label calls ValidateLabel first.
+func SavepointKey(label string) string { return SavepointPrefix + label }
+
+// ValidateLabel reports whether label can name a savepoint: exactly one
+// key segment (no '/', not "." or "..", no control characters, valid
+// UTF-8) such that SavepointKey(label) passes blobstore.ValidateKey. So
+// "../../x" and "a/b" are errors. The error wraps ErrInvalidLabel and
+// blobstore.ErrInvalidKey.
+func ValidateLabel(label string) error {
+	if strings.Contains(label, "/") {
+		return fmt.Errorf("%w: %q: %w: contains '/'", ErrInvalidLabel, label, blobstore.ErrInvalidKey)
+	}
+	if err := blobstore.ValidateKey(label); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidLabel, label, err)
+	}
+	if err := blobstore.ValidateKey(SavepointKey(label)); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidLabel, label, err)
+	}
+	return nil
+}
+
+// CreateSavepoint archives the latest completed checkpoint in src and
+// stores it in bs under SavepointKey(label), replacing any savepoint of
+// that label. This is the promotion half of a stop-with-savepoint: the job
+// has drained and written its final checkpoint, and here that checkpoint
+// is copied into durable, named, never-GC'd storage the operator can
+// restart from.
+//
+// The archive is streamed into bs.Put through a pipe: no temporary copy,
+// memory bounded by the store's Put. If writing the archive fails, the
+// Put's reader returns that error, so no partial savepoint becomes
+// visible.
+//
+// Returns the checkpoint ID that was promoted. Errors wrapping
+// ErrNoCompleted if src has no completed checkpoint.
+func CreateSavepoint(ctx context.Context, src Storage, bs Blobstore, label string) (string, error) {
+	if err := ValidateLabel(label); err != nil {
+		return "", fmt.Errorf("checkpoint: create savepoint: %w", err)
+	}
+	cp, err := src.LoadLatestCompleted(ctx)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, err)
+	}
+	if cp == nil {
+		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, ErrNoCompleted)
+	}
+	pr, pw := io.Pipe()
+	werr := make(chan error, 1)
+	go func() {
+		err := ArchiveCheckpoint(ctx, src, cp.ID, pw)
+		// A failed archive reaches Put as a read error, so Put makes
+		// nothing visible; a good one reaches it as EOF.
+		pw.CloseWithError(err)
+		werr <- err
+	}()
+	perr := bs.Put(ctx, SavepointKey(label), pr)
+	// If Put stopped reading early, unblock the archive writer.
+	pr.CloseWithError(errors.New("checkpoint: savepoint upload ended"))
+	aerr := <-werr
+	if perr != nil {
+		if aerr != nil && !errors.Is(perr, aerr) {
+			perr = errors.Join(perr, aerr)
+		}
+		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, perr)
+	}
+	if aerr != nil { // Put succeeded without the archive's error: cannot trust it
+		_ = bs.Delete(ctx, SavepointKey(label))
+		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, aerr)
+	}
+	return cp.ID, nil
+}
+
+// ListSavepoints returns the labels of all savepoints in bs, in
+// lexicographic order. Keys under SavepointPrefix that are not valid
+// labels (nested keys) are skipped.
+func ListSavepoints(ctx context.Context, bs Blobstore) ([]string, error) {
+	var labels []string
+	for info, err := range bs.List(ctx, SavepointPrefix) {
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: list savepoints: %w", err)
+		}
+		label := strings.TrimPrefix(info.Key, SavepointPrefix)
+		if ValidateLabel(label) == nil {
+			labels = append(labels, label)
+		}
+	}
+	return labels, nil
+}
+
+// RestoreSavepoint extracts the named savepoint from bs into dst, making
+// it dst's latest completed checkpoint so the engine resumes from it on
+// the next run (see ExtractCheckpoint for the conditions on dst). Returns
+// the restored checkpoint ID. A missing savepoint wraps ErrBlobNotFound.
+func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label string) (string, error) {
+	if err := ValidateLabel(label); err != nil {
+		return "", fmt.Errorf("checkpoint: restore savepoint: %w", err)
+	}
+	rc, err := bs.Get(ctx, SavepointKey(label))
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, err)
+	}
+	defer rc.Close()
+	id, err := ExtractCheckpoint(ctx, dst, rc)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, err)
+	}
+	return id, nil
+}
+
+// DeleteSavepoint removes the named savepoint from bs. Deleting a missing
+// savepoint succeeds.
+func DeleteSavepoint(ctx context.Context, bs Blobstore, label string) error {
+	if err := ValidateLabel(label); err != nil {
+		return fmt.Errorf("checkpoint: delete savepoint: %w", err)
+	}
+	if err := bs.Delete(ctx, SavepointKey(label)); err != nil {
+		return fmt.Errorf("checkpoint: delete savepoint %q: %w", label, err)
+	}
+	return nil
+}
+
+// CopySavepoint streams the named savepoint from src to dst (another
+// bucket, region or filesystem) and verifies it on the way: the bytes are
+// teed into archive.Verify as they pass, and the reader given to dst.Put
+// reports EOF only once the whole archive — manifest, every file's size
+// and SHA-256, end of stream — has been verified. A damaged savepoint
+// makes that reader return the verification error instead, so dst.Put
+// fails and nothing becomes visible in dst. The result is an error
+// wrapping archive.ErrCorrupt. A missing savepoint wraps ErrBlobNotFound.
+func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error {
+	if err := ValidateLabel(label); err != nil {
+		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
+	}
+	key := SavepointKey(label)
+	rc, err := src.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, err)
+	}
+	defer rc.Close()
+
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := archive.Verify(ctx, pr, archive.Limits{})
+		if err == nil {
+			// Verify reads to the end; drain whatever a reader variant
+			// left so the writer side never blocks.
+			_, _ = io.Copy(io.Discard, pr)
+		}
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	vr := &verifyingReader{src: rc, pw: pw, done: done}
+	perr := dst.Put(ctx, key, vr)
+	// If Put stopped reading early, stop the verifier too.
+	pw.CloseWithError(errors.New("checkpoint: savepoint copy ended"))
+	verr := vr.result()
+	switch {
+	case perr != nil:
+		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, perr)
+	case verr != nil:
+		// Put returned without reading to EOF, so it never saw the
+		// verdict; do not leave an unverified copy behind.
+		_ = dst.Delete(ctx, key)
+		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, verr)
+	}
+	return nil
+}
+
+// verifyingReader passes src through to its reader while feeding the same
+// bytes to a verifier, and turns the source's EOF into the verifier's
+// verdict.
+type verifyingReader struct {
+	src  io.Reader
+	pw   *io.PipeWriter
+	done <-chan error
+
+	verdict    error
+	haveResult bool
+	err        error // sticky error returned by Read
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.src.Read(p)
+	if n > 0 {
+		if _, werr := v.pw.Write(p[:n]); werr != nil {
+			// The verifier stopped: it refused the archive.
+			if verr := v.result(); verr != nil {
+				werr = verr
+			}
+			v.err = werr
+			return 0, v.err
+		}
+	}
+	switch {
+	case err == io.EOF:
+		v.pw.Close()
+		if verr := v.result(); verr != nil {
+			v.err = verr
+			return 0, v.err
+		}
+		v.err = io.EOF
+		return n, io.EOF
+	case err != nil:
+		v.pw.CloseWithError(err)
+		v.err = err
+		return n, err
+	}
+	return n, nil
+}
+
+// result waits for and returns the verifier's verdict.
+func (v *verifyingReader) result() error {
+	if !v.haveResult {
+		v.verdict, v.haveResult = <-v.done, true
+	}
+	return v.verdict
+}
