@@ -1,0 +1,60 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/tidemark-io/tidemark/archive"
+)
+
+// archiveSource is implemented by a Storage that can serve a checkpoint's
+// files for ArchiveCheckpoint without a local copy of its state
+// directories. BlobStorage does, streaming them from the store with the
+// digests its record already holds.
+type archiveSource interface {
+	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
+}
+
+var _ archiveSource = (*BlobStorage)(nil)
+
+// ArchiveFiles returns the archive entries of checkpoint id (paths
+// state/<owner>/<path>, sorted, with sizes and digests from the record)
+// and an OpenFunc that streams each from the store. archive.Write checks
+// every byte against the digest as it copies.
+//
+// No restore pin is held: the caller archives a checkpoint GC retains
+// (CreateSavepoint archives the latest completed one, which GC always
+// keeps). A file GC deleted meanwhile fails the archive, never corrupts it.
+func (s *BlobStorage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error) {
+	rec, err := s.LoadRecord(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := map[string]string{}
+	var files []archive.File
+	for owner, refs := range rec.Files {
+		for _, f := range refs {
+			p := path.Join(archive.StatePrefix+owner, f.Path)
+			keys[p] = f.Key
+			files = append(files, archive.File{Path: p, Size: f.Size, SHA256: f.SHA256})
+		}
+	}
+	slices.SortFunc(files, func(a, b archive.File) int { return strings.Compare(a.Path, b.Path) })
+	open := func(ctx context.Context, p string) (io.ReadCloser, error) {
+		key, ok := keys[p]
+		if !ok {
+			return nil, fmt.Errorf("checkpoint: archive %q: no file %q: %w", id, p, fs.ErrNotExist)
+		}
+		rc, err := s.bs.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: archive %q: file %q: %w", id, p, err)
+		}
+		return rc, nil
+	}
+	return files, open, nil
+}

@@ -1,0 +1,219 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
+)
+
+var errInjected = errors.New("injected write failure")
+
+// blobSpy decorates a Blobstore: it counts writes and uploaded bytes per
+// key, can fail the n-th write, and can run a hook before a write.
+type blobSpy struct {
+	blobstore.Blobstore
+	mu     sync.Mutex
+	writes int            // Put, PutIfAbsent and PutIfMatch calls so far
+	failAt int            // 1-based write to fail; 0: none
+	puts   map[string]int // key → successful writes
+	bytes  map[string]int64
+	before func(op, key string) // called (outside the lock) before each write
+	failIf func(op, key string) bool
+}
+
+func newBlobSpy(bs blobstore.Blobstore) *blobSpy {
+	return &blobSpy{Blobstore: bs, puts: map[string]int{}, bytes: map[string]int64{}}
+}
+
+func (b *blobSpy) write(op, key string, r io.Reader, do func(io.Reader) error) error {
+	b.mu.Lock()
+	b.writes++
+	fail := (b.failAt != 0 && b.writes == b.failAt) || (b.failIf != nil && b.failIf(op, key))
+	hook := b.before
+	b.mu.Unlock()
+	if hook != nil {
+		hook(op, key)
+	}
+	if fail {
+		return errInjected
+	}
+	cr := &blobCountingReader{r: r}
+	if err := do(cr); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.puts[key]++
+	b.bytes[key] += cr.n
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *blobSpy) Put(ctx context.Context, key string, r io.Reader) error {
+	return b.write("put", key, r, func(r io.Reader) error { return b.Blobstore.Put(ctx, key, r) })
+}
+
+func (b *blobSpy) PutIfAbsent(ctx context.Context, key string, r io.Reader) (etag string, err error) {
+	err = b.write("put-if-absent", key, r, func(r io.Reader) (err error) {
+		etag, err = b.Blobstore.PutIfAbsent(ctx, key, r)
+		return err
+	})
+	return etag, err
+}
+
+func (b *blobSpy) PutIfMatch(ctx context.Context, key, match string, r io.Reader) (etag string, err error) {
+	err = b.write("put-if-match", key, r, func(r io.Reader) (err error) {
+		etag, err = b.Blobstore.PutIfMatch(ctx, key, match, r)
+		return err
+	})
+	return etag, err
+}
+
+// uploads returns the keys under prefix written since the last reset, and
+// the bytes written to them.
+func (b *blobSpy) uploads(prefix string) (keys []string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, c := range b.puts {
+		if strings.HasPrefix(k, prefix) && c > 0 {
+			keys = append(keys, k)
+			n += b.bytes[k]
+		}
+	}
+	return keys, n
+}
+
+func (b *blobSpy) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writes, b.failAt = 0, 0
+	clear(b.puts)
+	clear(b.bytes)
+}
+
+// stateFiles describes state directories: owner → slash path → content.
+type stateFiles map[string]map[string]string
+
+// newWriter returns a BlobStorage on bs with its own local directory,
+// after Acquire.
+func newWriter(t *testing.T, bs blobstore.Blobstore, opts BlobOptions) *BlobStorage {
+	t.Helper()
+	s := NewBlobStorage(bs, t.TempDir(), opts)
+	if _, err := s.Acquire(context.Background()); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	return s
+}
+
+// writeState creates StateDir(id)/<owner>/<path> for every file. A
+// content of "link:<id>" hard-links the same file of checkpoint <id>
+// instead, the way Pebble checkpoints share unchanged tables.
+func writeState(t *testing.T, s Storage, id string, files stateFiles) map[string]string {
+	t.Helper()
+	dirs := map[string]string{}
+	for owner, fm := range files {
+		dirs[owner] = owner
+		root := filepath.Join(s.StateDir(id), owner)
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for p, content := range fm {
+			dst := filepath.Join(root, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if from, ok := strings.CutPrefix(content, "link:"); ok {
+				if err := os.Link(filepath.Join(s.StateDir(from), owner, filepath.FromSlash(p)), dst); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dirs
+}
+
+// saveState writes files as the state of checkpoint id and saves it.
+func saveState(t *testing.T, s Storage, id string, status Status, files stateFiles) *CheckpointData {
+	t.Helper()
+	d := record(id, status)
+	d.StateDirs = writeState(t, s, id, files)
+	if err := s.Save(context.Background(), d); err != nil {
+		t.Fatalf("Save(%s): %v", id, err)
+	}
+	return d
+}
+
+// readTree returns every regular file under root: slash path → content.
+func readTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", root, err)
+	}
+	return out
+}
+
+// flatten turns stateFiles (after resolving links against earlier
+// checkpoints' contents in prev) into readTree's form.
+func flatten(files stateFiles, resolve func(owner, p, content string) string) map[string]string {
+	out := map[string]string{}
+	for owner, fm := range files {
+		for p, c := range fm {
+			if resolve != nil {
+				c = resolve(owner, p, c)
+			}
+			out[owner+"/"+p] = c
+		}
+	}
+	return out
+}
+
+// restoreElsewhere restores checkpoint id from bs on a fresh node (an
+// empty local directory) and returns the restored files.
+func restoreElsewhere(t *testing.T, bs blobstore.Blobstore, id string) map[string]string {
+	t.Helper()
+	s := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	if err := s.Restore(context.Background(), id); err != nil {
+		t.Fatalf("Restore(%s) on a fresh node: %v", id, err)
+	}
+	return readTree(t, s.StateDir(id))
+}
+
+func newMem() *memstore.Store { return memstore.New() }
+
+// objectKeys lists the keys under prefix.
+func objectKeys(t *testing.T, bs blobstore.Blobstore, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for o, err := range bs.List(context.Background(), prefix) {
+		if err != nil {
+			t.Fatalf("List(%q): %v", prefix, err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}

@@ -1,0 +1,382 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// blobFileIdent identifies the content of a local file without reading it: Pebble
+// checkpoints hard-link unchanged tables, so the same table in successive
+// checkpoints is the same inode, with the same size and mtime.
+type blobFileIdent struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+// blobCachedFile is where a file with a given blobFileIdent already lives in the
+// store. verified is the writer epoch under which the key was last known
+// to exist (uploaded or Stat'ed); 0 means never (seeded by Restore).
+type blobCachedFile struct {
+	key      string
+	size     int64
+	sha256   string
+	verified uint64
+}
+
+// blobFileCache maps file identities to shared keys. It has its own lock
+// because Restore (no writer role) seeds it.
+type blobFileCache struct {
+	mu sync.Mutex
+	m  map[blobFileIdent]blobCachedFile
+}
+
+func (c *blobFileCache) get(id blobFileIdent) (blobCachedFile, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.m[id]
+	return f, ok
+}
+
+func (c *blobFileCache) put(id blobFileIdent, f blobCachedFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[id] = f
+}
+
+// dropKeys forgets every identity whose content lives at a key in keys
+// (GC deleted them).
+func (c *blobFileCache) dropKeys(keys map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, f := range c.m {
+		if keys[f.key] {
+			delete(c.m, id)
+		}
+	}
+}
+
+// blobFileID returns the blobFileIdent of fi, or false where the platform gives no
+// inode (then nothing is cached and every file is uploaded).
+func blobFileID(fi fs.FileInfo) (blobFileIdent, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return blobFileIdent{}, false
+	}
+	return blobFileIdent{dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano()}, true //nolint:unconvert // Dev is uint32 on some platforms
+}
+
+// blobLocalFile is one file of a state directory to save.
+type blobLocalFile struct {
+	owner    string
+	rel      string // slash-separated, relative to the owner's state dir
+	abs      string
+	info     fs.FileInfo
+	shared   bool
+	ref      FileRef // filled by Save
+	uploaded bool
+}
+
+// Save uploads the state directories of data (StateDir(data.ID)/<rel> for
+// every owner in data.StateDirs) and writes the record, then moves
+// _latest and, for a completed checkpoint, _latest-completed forward.
+//
+// Immutable files already in the store (same file identity as one saved or
+// restored before) are referenced, not uploaded; the others are uploaded
+// in parallel, each hashed in the same pass. The record is written only
+// after every file is durable in the store, and a pointer moves only
+// after the record is: a Save that fails anywhere leaves the previous
+// checkpoints untouched and at worst objects GC removes after the grace
+// period.
+//
+// data.ID must be newer than the checkpoint _latest names, except that the
+// writer that saved an id may save it again (prepared, then completed).
+// Save needs the writer role (Acquire).
+func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
+	if data == nil {
+		return errors.New("checkpoint: save: nil data")
+	}
+	id := data.ID
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("checkpoint: save: %w", err)
+	}
+	if !data.Status.valid() {
+		return fmt.Errorf("checkpoint: save %q: unknown status %q", id, data.Status)
+	}
+	for owner, rel := range data.StateDirs {
+		if err := validateBlobStateDir(owner, rel); err != nil {
+			return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkWriterLocked(ctx); err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+	}
+	_, resave := s.recordETag[id]
+	if !resave {
+		latest, _, _, err := s.readPointer(ctx, blobLatest)
+		if err != nil {
+			return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		}
+		if latest.ID != "" && latest.ID >= id {
+			return fmt.Errorf("checkpoint: save %q: not newer than the latest checkpoint %q (ids sort in creation order)", id, latest.ID)
+		}
+	}
+
+	files, err := s.walkStateDirs(data)
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+	}
+	if err := s.uploadFiles(ctx, id, files); err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+	}
+	rec := &BlobRecord{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}}
+	for owner := range data.StateDirs {
+		rec.Files[owner] = []FileRef{} // an empty state dir is restored as one
+	}
+	for _, f := range files {
+		rec.Files[f.owner] = append(rec.Files[f.owner], f.ref)
+	}
+	if err := s.writeRecordLocked(ctx, rec); err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+	}
+	// Cache the uploaded immutable files only now: a failed Save may have
+	// uploaded some, but they are not worth trusting across a failure.
+	for _, f := range files {
+		if f.shared && f.uploaded {
+			if fid, ok := blobFileID(f.info); ok {
+				s.cache.put(fid, blobCachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: s.epoch})
+			}
+		}
+	}
+	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+	}
+	return nil
+}
+
+// writeRecordLocked writes rec: create-if-absent for an id this writer
+// has not written, compare-and-swap against our own last write otherwise.
+// An existing record we did not write is replaced only if an older epoch
+// wrote it (a fenced writer's leftover, which no pointer names since the
+// id is newer than _latest); a newer epoch's record means we are fenced.
+func (s *BlobStorage) writeRecordLocked(ctx context.Context, rec *BlobRecord) error {
+	key := blobRecordKey(rec.ID)
+	body := blobJSON(rec)
+	if etag, ok := s.recordETag[rec.ID]; ok {
+		newETag, err := s.bs.PutIfMatch(ctx, key, etag, bytes.NewReader(body))
+		if errors.Is(err, blobstore.ErrPreconditionFailed) {
+			if ferr := s.checkWriterLocked(ctx); ferr != nil {
+				return ferr
+			}
+			return fmt.Errorf("record changed by someone else: %w", err)
+		}
+		if err != nil {
+			return err
+		}
+		s.recordETag[rec.ID] = newETag
+		return nil
+	}
+	newETag, err := s.bs.PutIfAbsent(ctx, key, bytes.NewReader(body))
+	if errors.Is(err, blobstore.ErrPreconditionFailed) {
+		old, oldETag, rerr := s.readRecord(ctx, rec.ID)
+		if rerr != nil {
+			return fmt.Errorf("checkpoint %q already exists: %w", rec.ID, rerr)
+		}
+		if old.Epoch > s.epoch {
+			s.fenced = true
+			return fmt.Errorf("checkpoint %q already exists, written by epoch %d > ours %d: %w", rec.ID, old.Epoch, s.epoch, ErrFenced)
+		}
+		newETag, err = s.bs.PutIfMatch(ctx, key, oldETag, bytes.NewReader(body))
+		if errors.Is(err, blobstore.ErrPreconditionFailed) {
+			return fmt.Errorf("checkpoint %q already exists (another writer is using this id): %w", rec.ID, err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.recordETag[rec.ID] = newETag
+	return nil
+}
+
+// walkStateDirs lists the regular files of every state directory of data,
+// sorted by owner and path. It refuses symbolic links and special files:
+// they could not be restored as they were.
+func (s *BlobStorage) walkStateDirs(data *CheckpointData) ([]*blobLocalFile, error) {
+	var files []*blobLocalFile
+	owners := make([]string, 0, len(data.StateDirs))
+	for o := range data.StateDirs {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, owner := range owners {
+		root := filepath.Join(s.StateDir(data.ID), filepath.FromSlash(data.StateDirs[owner]))
+		fi, err := os.Lstat(root)
+		if err != nil {
+			return nil, fmt.Errorf("state dir of owner %q: %w", owner, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("state dir of owner %q: %s is not a directory", owner, root)
+		}
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			if !d.Type().IsRegular() {
+				return fmt.Errorf("owner %q: %s is not a regular file (%s)", owner, rel, d.Type())
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			files = append(files, &blobLocalFile{
+				owner: owner, rel: rel, abs: p, info: info, shared: s.opts.Classify(rel),
+			})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("walk state dir of owner %q: %w", owner, err)
+		}
+	}
+	return files, nil
+}
+
+// uploadFiles fills in every file's FileRef: a cached immutable file is
+// referenced where it is (after checking once per epoch that it still
+// exists), the others are uploaded with bounded parallelism.
+func (s *BlobStorage) uploadFiles(ctx context.Context, id string, files []*blobLocalFile) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for _, f := range files {
+		g.Go(func() error {
+			if f.shared {
+				if ref, ok, err := s.reuse(gctx, f); err != nil {
+					return err
+				} else if ok {
+					f.ref = ref
+					return nil
+				}
+			}
+			var key string
+			if f.shared {
+				key = blobSharedKey(id, s.epoch, f.owner, f.rel)
+			} else {
+				key = blobPrivateKey(id, s.epoch, f.owner, f.rel)
+			}
+			if err := blobstore.ValidateKey(key); err != nil {
+				return fmt.Errorf("owner %q file %s: %w", f.owner, f.rel, err)
+			}
+			ref, info, err := s.uploadFile(gctx, key, f.abs)
+			if err != nil {
+				return fmt.Errorf("owner %q file %s: %w", f.owner, f.rel, err)
+			}
+			ref.Path = f.rel
+			f.ref, f.info, f.uploaded = ref, info, true
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// reuse returns the FileRef of f's content already in the store, if the
+// cache knows it. A key not yet verified under this epoch is Stat'ed
+// once: it may come from a Restore, and a previous writer's GC may have
+// deleted it since; after our Acquire only our own GC deletes, and it
+// drops what it deletes from the cache.
+func (s *BlobStorage) reuse(ctx context.Context, f *blobLocalFile) (FileRef, bool, error) {
+	fid, ok := blobFileID(f.info)
+	if !ok {
+		return FileRef{}, false, nil
+	}
+	c, ok := s.cache.get(fid)
+	if !ok {
+		return FileRef{}, false, nil
+	}
+	if c.verified != s.epoch {
+		info, err := s.bs.Stat(ctx, c.key)
+		if errors.Is(err, blobstore.ErrNotFound) || (err == nil && info.Size != c.size) {
+			return FileRef{}, false, nil
+		}
+		if err != nil {
+			return FileRef{}, false, fmt.Errorf("owner %q file %s: %w", f.owner, f.rel, err)
+		}
+		c.verified = s.epoch
+		s.cache.put(fid, c)
+	}
+	return FileRef{Path: f.rel, Size: c.size, SHA256: c.sha256, Key: c.key}, true, nil
+}
+
+// uploadFile puts the file at abs under key, hashing it in the same pass,
+// and returns its reference and the stat of the open file. The bytes read
+// must match the size the file had when opened: a file that changes while
+// it is uploaded would be recorded with the wrong identity.
+func (s *BlobStorage) uploadFile(ctx context.Context, key, abs string) (FileRef, fs.FileInfo, error) {
+	fh, err := os.Open(abs)
+	if err != nil {
+		return FileRef{}, nil, err
+	}
+	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil {
+		return FileRef{}, nil, err
+	}
+	h := sha256.New()
+	cr := &blobCountingReader{r: io.TeeReader(fh, h)}
+	if err := s.bs.Put(ctx, key, cr); err != nil {
+		return FileRef{}, nil, err
+	}
+	if cr.n != info.Size() {
+		return FileRef{}, nil, fmt.Errorf("changed while uploading: read %d bytes, size was %d", cr.n, info.Size())
+	}
+	return FileRef{Size: cr.n, SHA256: hex.EncodeToString(h.Sum(nil)), Key: key}, info, nil
+}
+
+type blobCountingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *blobCountingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// blobOwners returns the keys of m in order.
+func blobOwners[V any](m map[string]V) []string {
+	owners := make([]string, 0, len(m))
+	for o := range m {
+		owners = append(owners, o)
+	}
+	slices.Sort(owners)
+	return owners
+}
+
+// blobAge returns how long before now t is.
+func blobAge(now, t time.Time) time.Duration { return now.Sub(t) }

@@ -1,0 +1,450 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+var c1Files = stateFiles{
+	"w0": {"000001.sst": "table one", "MANIFEST-000001": "manifest 1", "OPTIONS": "opts"},
+	"w1": {"sub/000002.sst": "table two", "000003.log": "wal 1"},
+}
+
+func TestBlobStorageWritesNeedAcquire(t *testing.T) {
+	s := NewBlobStorage(newMem(), t.TempDir(), BlobOptions{})
+	d := record(NewID(1), StatusCompleted)
+	if err := s.Save(ctx, d); !errors.Is(err, ErrNotWriter) {
+		t.Errorf("Save = %v, want ErrNotWriter", err)
+	}
+	if err := s.UpdateStatus(ctx, d.ID, StatusCompleted); !errors.Is(err, ErrNotWriter) {
+		t.Errorf("UpdateStatus = %v, want ErrNotWriter", err)
+	}
+	if _, err := s.GC(ctx, GCOptions{}); !errors.Is(err, ErrNotWriter) {
+		t.Errorf("GC = %v, want ErrNotWriter", err)
+	}
+	if got, err := s.Load(ctx); got != nil || err != nil {
+		t.Errorf("Load = %v, %v; loads need no writer role", got, err)
+	}
+}
+
+func TestBlobStorageAcquireTakesIncreasingEpochs(t *testing.T) {
+	bs := newMem()
+	a := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	b := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	var got []uint64
+	for _, s := range []*BlobStorage{a, b, a} {
+		e, err := s.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if want := []uint64{1, 2, 3}; !slices.Equal(got, want) {
+		t.Fatalf("epochs = %v, want %v", got, want)
+	}
+}
+
+func TestBlobStorageFencedWriterFailsEveryWriteAndPointersStay(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	saveState(t, a, NewID(2), StatusPrepared, c1Files)
+	b := newWriter(t, bs, BlobOptions{})
+
+	d3 := record(NewID(3), StatusCompleted)
+	d3.StateDirs = writeState(t, a, d3.ID, c1Files)
+	ops := map[string]func() error{
+		"Save":         func() error { return a.Save(ctx, d3) },
+		"UpdateStatus": func() error { return a.UpdateStatus(ctx, NewID(2), StatusCompleted) },
+		"GC":           func() error { _, err := a.GC(ctx, GCOptions{}); return err },
+	}
+	for _, name := range slices.Sorted(maps.Keys(ops)) {
+		if err := ops[name](); !errors.Is(err, ErrFenced) {
+			t.Errorf("%s by the fenced writer = %v, want ErrFenced", name, err)
+		}
+	}
+	for name, want := range map[string]string{"Load": NewID(2), "LoadLatestCompleted": NewID(1)} {
+		load := b.Load
+		if name == "LoadLatestCompleted" {
+			load = b.LoadLatestCompleted
+		}
+		got, err := load(ctx)
+		if err != nil || idOf(got) != want {
+			t.Errorf("%s = %s, %v; want %s", name, idOf(got), err, want)
+		}
+	}
+	if got, _ := b.LoadSpecific(ctx, NewID(2)); got.Status != StatusPrepared {
+		t.Errorf("the fenced UpdateStatus changed the record: %s", got.Status)
+	}
+	if keys := objectKeys(t, bs, "checkpoints/"+NewID(3)); len(keys) != 0 {
+		t.Errorf("the fenced Save uploaded %v", keys)
+	}
+	// The new writer is not affected.
+	saveState(t, b, NewID(3), StatusCompleted, c1Files)
+}
+
+// A zombie that passed the _writer check before the takeover still
+// cannot move a pointer: the compare-and-swap sees the new epoch.
+func TestBlobStorageZombieMidSaveIsFencedAtThePointer(t *testing.T) {
+	spy := newBlobSpy(newMem())
+	a := newWriter(t, spy, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	b := NewBlobStorage(spy, t.TempDir(), BlobOptions{})
+	spy.before = func(op, key string) {
+		if key == blobRecordKey(NewID(2)) {
+			spy.before = nil
+			if _, err := b.Acquire(ctx); err != nil {
+				t.Errorf("Acquire: %v", err)
+			}
+		}
+	}
+	d := record(NewID(2), StatusCompleted)
+	d.StateDirs = writeState(t, a, d.ID, c1Files)
+	if err := a.Save(ctx, d); !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie Save = %v, want ErrFenced", err)
+	}
+	got, err := b.LoadLatestCompleted(ctx)
+	if err != nil || idOf(got) != NewID(1) {
+		t.Fatalf("LoadLatestCompleted = %s, %v; want %s", idOf(got), err, NewID(1))
+	}
+	if err := a.Save(ctx, d); !errors.Is(err, ErrFenced) {
+		t.Errorf("a fenced writer stays fenced: Save = %v", err)
+	}
+	// The zombie's record for id 2 is garbage no pointer names: the new
+	// writer can still use id 2 (it replaces a record of an older epoch).
+	d2 := saveState(t, b, NewID(2), StatusCompleted, stateFiles{"w0": {"x.sst": "new"}})
+	got, err = b.LoadLatestCompleted(ctx)
+	if err != nil || !reflect.DeepEqual(got, d2) {
+		t.Fatalf("LoadLatestCompleted = %+v, %v; want %+v", got, err, d2)
+	}
+}
+
+func TestBlobStorageSaveRefusesIDNotNewerThanLatest(t *testing.T) {
+	a := newWriter(t, newMem(), BlobOptions{})
+	saveState(t, a, NewID(2), StatusCompleted, nil)
+	if err := a.Save(ctx, record(NewID(1), StatusCompleted)); err == nil {
+		t.Errorf("Save(%s) after %s succeeded", NewID(1), NewID(2))
+	}
+	// Another writer cannot reuse the id either.
+	b := newWriter(t, a.Blobstore(), BlobOptions{})
+	if err := b.Save(ctx, record(NewID(2), StatusCompleted)); err == nil {
+		t.Error("a new writer re-saved the latest id")
+	}
+}
+
+func TestBlobStorageSameWriterResavesPreparedAsCompleted(t *testing.T) {
+	a := newWriter(t, newMem(), BlobOptions{})
+	d := saveState(t, a, NewID(1), StatusPrepared, c1Files)
+	if got, _ := a.LoadLatestCompleted(ctx); got != nil {
+		t.Fatalf("prepared checkpoint is latest completed: %s", idOf(got))
+	}
+	d.Status = StatusCompleted
+	if err := a.Save(ctx, d); err != nil {
+		t.Fatalf("re-Save as completed: %v", err)
+	}
+	got, err := a.LoadLatestCompleted(ctx)
+	if err != nil || !reflect.DeepEqual(got, d) {
+		t.Fatalf("LoadLatestCompleted = %+v, %v", got, err)
+	}
+}
+
+func TestBlobStorageUpdateStatusPromotesAndMovesPointer(t *testing.T) {
+	a := newWriter(t, newMem(), BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	saveState(t, a, NewID(2), StatusPrepared, c1Files)
+	// A new writer (after a crash) promotes what the old one prepared.
+	b := newWriter(t, a.Blobstore(), BlobOptions{})
+	if err := b.UpdateStatus(ctx, NewID(2), StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.LoadLatestCompleted(ctx)
+	if err != nil || idOf(got) != NewID(2) || got.Status != StatusCompleted {
+		t.Fatalf("LoadLatestCompleted = %+v, %v", got, err)
+	}
+	if err := b.UpdateStatus(ctx, NewID(9), StatusCompleted); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateStatus(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestBlobStorageIncrementalSaveUploadsOnlyNewAndChangedFiles(t *testing.T) {
+	spy := newBlobSpy(newMem())
+	a := newWriter(t, spy, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	spy.reset()
+	c2 := stateFiles{
+		"w0": {"000001.sst": "link:" + NewID(1), "000004.sst": "table four", "MANIFEST-000001": "manifest 2", "OPTIONS": "opts"},
+		"w1": {"sub/000002.sst": "link:" + NewID(1), "000003.log": "wal 2"},
+	}
+	saveState(t, a, NewID(2), StatusCompleted, c2)
+
+	shared, sharedBytes := spy.uploads("shared/")
+	if len(shared) != 1 || !strings.HasSuffix(shared[0], "/000004.sst") || sharedBytes != int64(len("table four")) {
+		t.Errorf("shared uploads = %v (%d bytes), want only 000004.sst", shared, sharedBytes)
+	}
+	private, _ := spy.uploads("checkpoints/" + NewID(2) + "/private/")
+	slices.Sort(private)
+	if len(private) != 3 {
+		t.Errorf("private uploads = %v, want MANIFEST, OPTIONS, log (mutable files are always uploaded)", private)
+	}
+	files, err := a.Files(ctx, NewID(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files["w0"] {
+		if f.Path == "000001.sst" && !strings.Contains(f.Key, NewID(1)) {
+			t.Errorf("unchanged table references %q, want the key C1 uploaded", f.Key)
+		}
+	}
+	want := flatten(c2, func(owner, p, c string) string {
+		if strings.HasPrefix(c, "link:") {
+			return c1Files[owner][p]
+		}
+		return c
+	})
+	if got := restoreElsewhere(t, spy, NewID(2)); !reflect.DeepEqual(got, want) {
+		t.Errorf("restored %v, want %v", got, want)
+	}
+}
+
+// A Save that fails at any write (crash between any two uploads, before
+// or after the record, between the pointers) leaves the previous
+// completed checkpoint loadable and restorable byte for byte.
+func TestBlobStorageSaveFailingAtAnyWriteKeepsPreviousCheckpoint(t *testing.T) {
+	c2 := stateFiles{
+		"w0": {"000001.sst": "link:" + NewID(1), "000004.sst": "table four", "MANIFEST-000001": "manifest 2"},
+		"w1": {"000003.log": "wal 2"},
+	}
+	for k := 1; ; k++ {
+		spy := newBlobSpy(newMem())
+		a := newWriter(t, spy, BlobOptions{Concurrency: 1})
+		saveState(t, a, NewID(1), StatusCompleted, c1Files)
+		spy.reset()
+		spy.failAt = k
+		d := record(NewID(2), StatusCompleted)
+		d.StateDirs = writeState(t, a, d.ID, c2)
+		err := a.Save(ctx, d)
+		if err == nil {
+			if k < 5 {
+				t.Fatalf("Save succeeded with write %d failing: the test injects nothing", k)
+			}
+			return // k is past the last write of Save
+		}
+		if !errors.Is(err, errInjected) {
+			t.Fatalf("write %d: Save = %v, want the injected error", k, err)
+		}
+		// A fresh node sees the previous checkpoint, whole.
+		fresh := NewBlobStorage(spy, t.TempDir(), BlobOptions{})
+		got, err := fresh.LoadLatestCompleted(ctx)
+		if err != nil || idOf(got) != NewID(1) {
+			t.Fatalf("write %d failed: LoadLatestCompleted = %s, %v; want %s", k, idOf(got), err, NewID(1))
+		}
+		if files := restoreElsewhere(t, spy, NewID(1)); !reflect.DeepEqual(files, flatten(c1Files, nil)) {
+			t.Fatalf("write %d failed: restored %v", k, files)
+		}
+		// And the writer can retry the same checkpoint.
+		if err := a.Save(ctx, d); err != nil {
+			t.Fatalf("write %d failed: retried Save: %v", k, err)
+		}
+		if got, _ := fresh.LoadLatestCompleted(ctx); idOf(got) != NewID(2) {
+			t.Fatalf("write %d failed: after the retry latest completed is %s", k, idOf(got))
+		}
+	}
+}
+
+func TestBlobStorageRestoreOnEmptyNodeIsByteExact(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{})
+	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	files := stateFiles{"w0": {"000001.sst": big, "MANIFEST-000001": "m", "empty.log": ""}, "w1": {}}
+	saveState(t, a, NewID(1), StatusCompleted, files)
+
+	fresh := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	d, err := fresh.LoadLatestCompleted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Materialize(ctx, fresh, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, fresh.StateDir(d.ID)); !reflect.DeepEqual(got, flatten(files, nil)) {
+		t.Error("restored files differ from the saved ones")
+	}
+	if fi, err := os.Stat(fresh.StateDir(d.ID) + "/w1"); err != nil || !fi.IsDir() {
+		t.Errorf("empty state dir of w1 not restored: %v", err)
+	}
+	if keys := objectKeys(t, bs, "pins/"); len(keys) != 0 {
+		t.Errorf("pins left after the restore: %v", keys)
+	}
+	// Restoring again finds the directory in place.
+	if err := fresh.Restore(ctx, d.ID); err != nil {
+		t.Errorf("second Restore: %v", err)
+	}
+}
+
+func TestBlobStorageRestoreOfCorruptObjectFailsNamingItAndLeavesNothing(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	files, _ := a.Files(ctx, NewID(1))
+	var victim string
+	for _, f := range files["w1"] {
+		if f.Path == "sub/000002.sst" {
+			victim = f.Key
+		}
+	}
+	for name, content := range map[string]string{"flipped": "table twO", "truncated": "table", "longer": "table two!"} {
+		t.Run(name, func(t *testing.T) {
+			if err := bs.Put(ctx, victim, strings.NewReader(content)); err != nil {
+				t.Fatal(err)
+			}
+			fresh := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+			err := fresh.Restore(ctx, NewID(1))
+			if !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+				t.Fatalf("Restore = %v, want ErrCorrupt naming %q", err, victim)
+			}
+			if _, err := os.Stat(fresh.StateDir(NewID(1))); !os.IsNotExist(err) {
+				t.Errorf("StateDir exists after a failed restore: %v", err)
+			}
+			if entries, _ := os.ReadDir(fresh.LocalDir()); len(entries) != 0 {
+				t.Errorf("restore left %v in the local dir", entries)
+			}
+			if err := fresh.Verify(ctx, NewID(1)); !errors.Is(err, archive.ErrCorrupt) {
+				t.Errorf("Verify = %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+func TestBlobStorageRestoreOfDeletedObjectSaysSo(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	files, _ := a.Files(ctx, NewID(1))
+	if err := bs.Delete(ctx, files["w0"][0].Key); err != nil {
+		t.Fatal(err)
+	}
+	err := NewBlobStorage(bs, t.TempDir(), BlobOptions{}).Restore(ctx, NewID(1))
+	if !errors.Is(err, blobstore.ErrNotFound) || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("Restore = %v, want ErrNotFound saying the file was deleted", err)
+	}
+}
+
+// A node that restored a checkpoint and takes over as writer does not
+// upload again the tables its next checkpoint hard-links from it.
+func TestBlobStorageRestoredTablesAreNotUploadedAgain(t *testing.T) {
+	spy := newBlobSpy(newMem())
+	a := newWriter(t, spy, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+
+	b := NewBlobStorage(spy, t.TempDir(), BlobOptions{})
+	if err := b.Restore(ctx, NewID(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spy.reset()
+	saveState(t, b, NewID(2), StatusCompleted, stateFiles{
+		"w0": {"000001.sst": "link:" + NewID(1), "MANIFEST-000001": "manifest 2"},
+		"w1": {"sub/000002.sst": "link:" + NewID(1)},
+	})
+	if shared, _ := spy.uploads("shared/"); len(shared) != 0 {
+		t.Errorf("restored tables uploaded again: %v", shared)
+	}
+	if err := b.Verify(ctx, NewID(2)); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+}
+
+// If a restored table was deleted from the store before the node took
+// over, the next checkpoint uploads it instead of referencing a hole.
+func TestBlobStorageRestoredTableDeletedSinceIsUploadedAgain(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	b := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	if err := b.Restore(ctx, NewID(1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range objectKeys(t, bs, "shared/") {
+		_ = bs.Delete(ctx, k)
+	}
+	if _, err := b.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	saveState(t, b, NewID(2), StatusCompleted, stateFiles{"w0": {"000001.sst": "link:" + NewID(1)}})
+	if err := b.Verify(ctx, NewID(2)); err != nil {
+		t.Fatalf("checkpoint references a deleted table: %v", err)
+	}
+}
+
+func TestMaterializeIsANoOpForFileStorage(t *testing.T) {
+	fs := NewFileStorage(t.TempDir())
+	d := saveState(t, fs, NewID(1), StatusCompleted, c1Files)
+	if err := Materialize(ctx, fs, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := Materialize(ctx, fs, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBlobStorageSaveRefusesSymlinksInState(t *testing.T) {
+	a := newWriter(t, newMem(), BlobOptions{})
+	d := record(NewID(1), StatusCompleted)
+	d.StateDirs = writeState(t, a, d.ID, stateFiles{"w0": {"a.sst": "x"}})
+	if err := os.Symlink("/etc/passwd", a.StateDir(d.ID)+"/w0/evil"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Save(ctx, d); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Save = %v, want a refusal of the symlink", err)
+	}
+}
+
+func TestBlobStorageArchivesCheckpointWithoutLocalState(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	reader := NewBlobStorage(bs, t.TempDir(), BlobOptions{}) // no local state at all
+	var buf bytes.Buffer
+	if err := ArchiveCheckpoint(ctx, reader, NewID(1), &buf); err != nil {
+		t.Fatalf("ArchiveCheckpoint from the store: %v", err)
+	}
+	dst := NewFileStorage(t.TempDir())
+	id, err := ExtractCheckpoint(ctx, dst, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, dst.StateDir(id)); !reflect.DeepEqual(got, flatten(c1Files, nil)) {
+		t.Errorf("extracted %v", got)
+	}
+}
+
+// A savepoint restored into a BlobStorage becomes its latest completed
+// checkpoint, uploaded, and restorable on another node.
+func TestRestoreSavepointIntoBlobStorage(t *testing.T) {
+	src := NewFileStorage(t.TempDir())
+	saveState(t, src, NewID(5), StatusCompleted, c1Files)
+	spbs := newMem()
+	if _, err := CreateSavepoint(ctx, src, spbs, "sp1"); err != nil {
+		t.Fatal(err)
+	}
+	bs := newMem()
+	dst := newWriter(t, bs, BlobOptions{})
+	id, err := RestoreSavepoint(ctx, dst, spbs, "sp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := restoreElsewhere(t, bs, id); !reflect.DeepEqual(got, flatten(c1Files, nil)) {
+		t.Errorf("restored %v", got)
+	}
+}

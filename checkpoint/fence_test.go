@@ -1,0 +1,290 @@
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// fenceModel drives several writers of one store through random
+// interleavings of their operations.
+type fenceModel struct {
+	t        *rapid.T
+	bs       *blobSpy
+	writers  []*BlobStorage
+	acquired []bool
+	current  int                          // the last writer to Acquire, -1 none
+	lastSave []string                     // per writer: its last saved id (for hard links)
+	want     map[string]map[string]string // id → owner/path → sha256 of what was saved
+	seq      int                          // makes every new table unique
+	latest   string                       // last observed _latest id
+	done     string                       // last observed _latest-completed id
+}
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// expect checks err against what the model says op by writer w must do:
+// ErrNotWriter before Acquire, ErrFenced once another writer acquired
+// after it, success for the current writer.
+func (m *fenceModel) expect(w int, op string, err error) bool {
+	switch {
+	case !m.acquired[w]:
+		if !errors.Is(err, ErrNotWriter) {
+			m.t.Fatalf("writer %d %s before Acquire = %v, want ErrNotWriter", w, op, err)
+		}
+		return false
+	case w != m.current:
+		if !errors.Is(err, ErrFenced) {
+			m.t.Fatalf("fenced writer %d %s = %v, want ErrFenced", w, op, err)
+		}
+		return false
+	case err != nil:
+		m.t.Fatalf("current writer %d %s: %v", w, op, err)
+	}
+	return true
+}
+
+func (m *fenceModel) acquire(w int) {
+	if _, err := m.writers[w].Acquire(ctx); err != nil {
+		m.t.Fatalf("writer %d Acquire: %v", w, err)
+	}
+	m.acquired[w], m.current = true, w
+}
+
+// restart replaces writer w by a new process on the same local disk: no
+// cache, no epoch.
+func (m *fenceModel) restart(w int) {
+	m.writers[w] = NewBlobStorage(m.bs, m.writers[w].LocalDir(), BlobOptions{Keep: 2, Concurrency: 2})
+	m.acquired[w] = false
+	if m.current == w {
+		m.current = -1
+	}
+}
+
+func (m *fenceModel) save(w int, completed bool) {
+	s := m.writers[w]
+	prev, err := s.Load(ctx)
+	if err != nil {
+		m.t.Fatalf("Load: %v", err)
+	}
+	id, err := NextID(idOrEmpty(prev))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.seq++
+	files := map[string]string{
+		fmt.Sprintf("%06d.sst", m.seq): strings.Repeat(fmt.Sprint(m.seq), 50),
+		"MANIFEST":                     "manifest " + id,
+	}
+	dir := filepath.Join(s.StateDir(id), "w")
+	_ = os.RemoveAll(s.StateDir(id)) // a failed attempt by this writer
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		m.t.Fatal(err)
+	}
+	want := map[string]string{}
+	// Hard-link the tables of this writer's previous checkpoint, as
+	// Pebble does: unchanged tables keep their identity.
+	if last := m.lastSave[w]; last != "" {
+		entries, _ := os.ReadDir(filepath.Join(s.StateDir(last), "w"))
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".sst") {
+				from := filepath.Join(s.StateDir(last), "w", e.Name())
+				b, err := os.ReadFile(from)
+				if err != nil {
+					m.t.Fatal(err)
+				}
+				if err := os.Link(from, filepath.Join(dir, e.Name())); err != nil {
+					m.t.Fatal(err)
+				}
+				want["w/"+e.Name()] = sha(string(b))
+			}
+		}
+	}
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			m.t.Fatal(err)
+		}
+		want["w/"+p] = sha(c)
+	}
+	d := record(id, StatusPrepared)
+	if completed {
+		d.Status = StatusCompleted
+	}
+	d.StateDirs = map[string]string{"w": "w"}
+	if m.expect(w, "Save "+id, s.Save(ctx, d)) {
+		m.want[id] = want
+		m.lastSave[w] = id
+	}
+}
+
+func idOrEmpty(d *CheckpointData) string {
+	if d == nil {
+		return ""
+	}
+	return d.ID
+}
+
+func (m *fenceModel) promote(w int) {
+	latest, err := m.writers[w].Load(ctx)
+	if err != nil {
+		m.t.Fatalf("Load: %v", err)
+	}
+	if latest == nil {
+		return
+	}
+	m.expect(w, "UpdateStatus "+latest.ID, m.writers[w].UpdateStatus(ctx, latest.ID, StatusCompleted))
+}
+
+func (m *fenceModel) gc(w int, late bool) {
+	opts := GCOptions{}
+	if late {
+		opts.Now = time.Now().Add(3 * time.Hour)
+	}
+	_, err := m.writers[w].GC(ctx, opts)
+	m.expect(w, "GC", err)
+}
+
+// check asserts the invariants: pointers never move backwards; the latest
+// completed checkpoint is a completed record holding exactly the files
+// that were saved, all present and matching their digests.
+func (m *fenceModel) check() {
+	reader := NewBlobStorage(m.bs, "", BlobOptions{})
+	latest, err := reader.Load(ctx)
+	if err != nil {
+		m.t.Fatalf("Load: %v", err)
+	}
+	done, err := reader.LoadLatestCompleted(ctx)
+	if err != nil {
+		m.t.Fatalf("LoadLatestCompleted: %v", err)
+	}
+	if id := idOrEmpty(latest); id < m.latest {
+		m.t.Fatalf("_latest moved back from %s to %s", m.latest, id)
+	} else {
+		m.latest = id
+	}
+	if id := idOrEmpty(done); id < m.done {
+		m.t.Fatalf("_latest-completed moved back from %s to %s", m.done, id)
+	} else {
+		m.done = id
+	}
+	if done == nil {
+		return
+	}
+	if !done.Completed() {
+		m.t.Fatalf("_latest-completed names %s, status %q", done.ID, done.Status)
+	}
+	files, err := reader.Files(ctx, done.ID)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	got := map[string]string{}
+	for owner, refs := range files {
+		for _, f := range refs {
+			got[owner+"/"+f.Path] = f.SHA256
+		}
+	}
+	if want := m.want[done.ID]; !maps.Equal(got, want) {
+		m.t.Fatalf("%s records %v, saved %v", done.ID, got, want)
+	}
+	if err := reader.Verify(ctx, done.ID); err != nil {
+		m.t.Fatalf("latest completed %s does not verify: %v", done.ID, err)
+	}
+}
+
+func TestBlobStorageFencingProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(2, 3).Draw(rt, "writers")
+		m := &fenceModel{t: rt, bs: newBlobSpy(newMem()), current: -1, want: map[string]map[string]string{},
+			acquired: make([]bool, n), lastSave: make([]string, n)}
+		root, err := os.MkdirTemp("", "fence-model-")
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer os.RemoveAll(root)
+		for i := range n {
+			m.writers = append(m.writers, NewBlobStorage(m.bs, filepath.Join(root, fmt.Sprint(i)), BlobOptions{Keep: 2, Concurrency: 2}))
+		}
+		ops := []string{"acquire", "save-prepared", "save-completed", "promote", "gc", "gc-late", "restart"}
+		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
+		for range steps {
+			w := rapid.IntRange(0, n-1).Draw(rt, "writer")
+			switch op := rapid.SampledFrom(ops).Draw(rt, "op"); op {
+			case "acquire":
+				m.acquire(w)
+			case "save-prepared", "save-completed":
+				m.save(w, op == "save-completed")
+			case "promote":
+				m.promote(w)
+			case "gc", "gc-late":
+				m.gc(w, op == "gc-late")
+			case "restart":
+				m.restart(w)
+			}
+			m.check()
+		}
+	})
+}
+
+// Two writers racing Acquire: exactly one ends up current, and the
+// other's writes are fenced.
+func TestBlobStorageConcurrentAcquireLeavesOneWriter(t *testing.T) {
+	bs := newMem()
+	a := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	b := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	errs := make(chan error, 2)
+	for _, s := range []*BlobStorage{a, b} {
+		go func() { _, err := s.Acquire(ctx); errs <- err }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil && !errors.Is(err, ErrFenced) {
+			t.Fatalf("Acquire: %v", err)
+		}
+	}
+	var ok []string
+	for name, s := range map[string]*BlobStorage{"a": a, "b": b} {
+		_, err := s.GC(ctx, GCOptions{})
+		switch {
+		case err == nil:
+			ok = append(ok, name)
+		case !errors.Is(err, ErrFenced):
+			t.Errorf("%s GC: %v", name, err)
+		}
+	}
+	if slices.Sort(ok); len(ok) != 1 {
+		t.Fatalf("writers able to write: %v, want exactly one", ok)
+	}
+}
+
+// A writer that was fenced and takes over again must not trust what it
+// remembers: the other writer's GC may have deleted the tables it
+// uploaded. Its next checkpoint uploads them again.
+func TestBlobStorageWriterTakingOverAgainRechecksRememberedTables(t *testing.T) {
+	bs := newMem()
+	a := newWriter(t, bs, BlobOptions{Keep: 1})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	b := newWriter(t, bs, BlobOptions{Keep: 1})
+	saveState(t, b, NewID(2), StatusCompleted, stateFiles{"w0": {"b.sst": "b"}})
+	if _, err := b.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	saveState(t, a, NewID(3), StatusCompleted, stateFiles{"w0": {"000001.sst": "link:" + NewID(1)}})
+	if err := a.Verify(ctx, NewID(3)); err != nil {
+		t.Fatalf("checkpoint references a table the other writer's GC deleted: %v", err)
+	}
+}

@@ -1,0 +1,243 @@
+package checkpoint
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// compactingHistory saves n completed checkpoints the way Pebble would:
+// each adds a table, hard-links the previous ones, and every third one
+// compacts the older tables away. It returns what each checkpoint holds.
+func compactingHistory(t *testing.T, s *BlobStorage, n int) map[string]map[string]string {
+	t.Helper()
+	want := map[string]map[string]string{}
+	live := map[string]string{} // table → id that wrote it
+	content := map[string]string{}
+	for i := 1; i <= n; i++ {
+		id := NewID(uint64(i))
+		if i%3 == 0 {
+			clear(live)
+		}
+		table := fmt.Sprintf("%06d.sst", i)
+		content[table] = strings.Repeat(table, 100)
+		files := stateFiles{"w0": {
+			table:      content[table],
+			"MANIFEST": fmt.Sprintf("manifest %d", i),
+		}}
+		for tb, from := range live {
+			files["w0"][tb] = "link:" + from
+		}
+		live[table] = id
+		saveState(t, s, id, StatusCompleted, files)
+		want[id] = flatten(files, func(_, p, c string) string {
+			if strings.HasPrefix(c, "link:") {
+				return content[p]
+			}
+			return c
+		})
+	}
+	return want
+}
+
+func recordIDs(t *testing.T, bs blobstore.Blobstore) []string {
+	t.Helper()
+	var ids []string
+	for _, k := range objectKeys(t, bs, "checkpoints/") {
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(k, "checkpoints/"), "/checkpoint.json"); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func TestGCKeepsNewestCompletedAndEverythingTheyNeed(t *testing.T) {
+	bs := newMem()
+	s := newWriter(t, bs, BlobOptions{Keep: 2})
+	want := compactingHistory(t, s, 7)
+	if err := bs.Put(ctx, SavepointKey("keep-me"), strings.NewReader("archive")); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retained := []string{NewID(6), NewID(7)}
+	if !slices.Equal(rep.Retained, retained) || !slices.Equal(recordIDs(t, bs), retained) {
+		t.Fatalf("retained %v, records %v; want %v", rep.Retained, recordIDs(t, bs), retained)
+	}
+	if len(rep.Dropped) != 5 || rep.SharedObjects == 0 || rep.Bytes == 0 {
+		t.Errorf("report = %+v", rep)
+	}
+	for _, k := range objectKeys(t, bs, "checkpoints/") {
+		if !strings.HasPrefix(k, "checkpoints/"+NewID(6)) && !strings.HasPrefix(k, "checkpoints/"+NewID(7)) {
+			t.Errorf("object of a dropped checkpoint left: %s", k)
+		}
+	}
+	// Only the tables of 6 and 7 remain: 000006.sst and 000007.sst (the
+	// compaction at 6 dropped the older ones).
+	if shared := objectKeys(t, bs, "shared/"); len(shared) != 2 {
+		t.Errorf("shared = %v, want the two tables 6 and 7 use", shared)
+	}
+	for _, id := range retained {
+		if got := restoreElsewhere(t, bs, id); !reflect.DeepEqual(got, want[id]) {
+			t.Errorf("%s restores as %v, want %v", id, got, want[id])
+		}
+	}
+	if ok, _ := bs.Exists(ctx, SavepointKey("keep-me")); !ok {
+		t.Error("GC deleted a savepoint")
+	}
+	// The writer goes on: tables GC deleted are uploaded again if needed.
+	saveState(t, s, NewID(8), StatusCompleted, stateFiles{"w0": {"000007.sst": "link:" + NewID(7)}})
+	if err := s.Verify(ctx, NewID(8)); err != nil {
+		t.Errorf("Verify after GC: %v", err)
+	}
+}
+
+func TestGCKeepsUnreferencedSharedFilesWithinGrace(t *testing.T) {
+	bs := newMem()
+	s := newWriter(t, bs, BlobOptions{Keep: 1, Grace: time.Hour})
+	compactingHistory(t, s, 4)
+	before := objectKeys(t, bs, "shared/")
+	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(30 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Retained, []string{NewID(4)}) {
+		t.Errorf("retained %v", rep.Retained)
+	}
+	if after := objectKeys(t, bs, "shared/"); !slices.Equal(after, before) || rep.SharedObjects != 0 {
+		t.Errorf("shared files deleted within grace: before %v after %v", before, after)
+	}
+	if _, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if after := objectKeys(t, bs, "shared/"); len(after) >= len(before) {
+		t.Errorf("shared files not deleted after grace: %v", after)
+	}
+}
+
+func TestGCDryRunDeletesNothingAndReportsTheSame(t *testing.T) {
+	bs := newMem()
+	s := newWriter(t, bs, BlobOptions{Keep: 1})
+	compactingHistory(t, s, 5)
+	now := time.Now().Add(2 * time.Hour)
+	before := objectKeys(t, bs, "")
+	dry, err := s.GC(ctx, GCOptions{DryRun: true, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := objectKeys(t, bs, ""); !slices.Equal(after, before) {
+		t.Fatalf("dry run deleted %d objects", len(before)-len(after))
+	}
+	real, err := s.GC(ctx, GCOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dry, real) || real.Objects == 0 {
+		t.Errorf("dry run reported %+v, the real run %+v", dry, real)
+	}
+	if got := len(objectKeys(t, bs, "")); got != len(before)-real.Objects {
+		t.Errorf("%d objects left, want %d", got, len(before)-real.Objects)
+	}
+}
+
+func TestGCKeepsPinnedCheckpointUntilPinExpires(t *testing.T) {
+	bs := newMem()
+	s := newWriter(t, bs, BlobOptions{Keep: 1, Grace: time.Minute, PinTTL: time.Hour})
+	want := compactingHistory(t, s, 4)
+	// A restore of checkpoint 1 is in progress elsewhere.
+	if err := bs.Put(ctx, "pins/"+NewID(1)+"/node-b", strings.NewReader("")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Retained, []string{NewID(1), NewID(4)}) {
+		t.Fatalf("retained %v, want the pinned one and the latest", rep.Retained)
+	}
+	if got := restoreElsewhere(t, bs, NewID(1)); !reflect.DeepEqual(got, want[NewID(1)]) {
+		t.Errorf("pinned checkpoint restores as %v", got)
+	}
+	rep, err = s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Retained, []string{NewID(4)}) || rep.Pins != 1 {
+		t.Errorf("after the pin expired: %+v", rep)
+	}
+	if pins := objectKeys(t, bs, "pins/"); len(pins) != 0 {
+		t.Errorf("expired pins left: %v", pins)
+	}
+}
+
+func TestGCRemovesLeftoversOfCrashedSavesAfterGrace(t *testing.T) {
+	spy := newBlobSpy(newMem())
+	s := newWriter(t, spy, BlobOptions{Keep: 1})
+	saveState(t, s, NewID(1), StatusCompleted, c1Files)
+	// Save of 2 crashes just before its record: files, no record.
+	d := record(NewID(2), StatusCompleted)
+	d.StateDirs = writeState(t, s, d.ID, stateFiles{"w0": {"new.sst": "n", "MANIFEST": "m"}})
+	spy.failIf = func(_, key string) bool { return key == blobRecordKey(NewID(2)) }
+	if err := s.Save(ctx, d); err == nil {
+		t.Fatal("Save did not fail")
+	}
+	spy.failIf = nil
+	orphans := objectKeys(t, spy, "checkpoints/"+NewID(2)+"/")
+	if len(orphans) == 0 {
+		t.Fatal("the crashed save left nothing: the test proves nothing")
+	}
+	rep, err := s.GC(ctx, GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Retained, []string{NewID(1), NewID(2)}) {
+		t.Errorf("within grace: retained %v, want the save that may be in progress too", rep.Retained)
+	}
+	rep, err = s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Dropped, []string{NewID(2)}) || len(objectKeys(t, spy, "checkpoints/"+NewID(2)+"/")) != 0 {
+		t.Errorf("after grace: dropped %v, left %v", rep.Dropped, objectKeys(t, spy, "checkpoints/"+NewID(2)+"/"))
+	}
+	if shared := objectKeys(t, spy, "shared/"); len(shared) != 2 {
+		t.Errorf("shared = %v, want only checkpoint 1's two tables", shared)
+	}
+}
+
+func TestGCRetainsLatestPreparedAndDropsAbandonedOnes(t *testing.T) {
+	bs := newMem()
+	s := newWriter(t, bs, BlobOptions{Keep: 1})
+	saveState(t, s, NewID(1), StatusCompleted, c1Files)
+	saveState(t, s, NewID(2), StatusPrepared, c1Files)
+	later := GCOptions{Now: time.Now().Add(2 * time.Hour)}
+	rep, err := s.GC(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Recover reads the prepared latest checkpoint: it must survive.
+	if !slices.Equal(rep.Retained, []string{NewID(1), NewID(2)}) {
+		t.Fatalf("retained %v", rep.Retained)
+	}
+	if d, err := s.Load(ctx); err != nil || idOf(d) != NewID(2) {
+		t.Fatalf("Load after GC = %s, %v", idOf(d), err)
+	}
+	// Recovery abandoned 2 (its sink transaction never committed) and
+	// checkpoint 3 completed: 2 is garbage now.
+	saveState(t, s, NewID(3), StatusCompleted, c1Files)
+	rep, err = s.GC(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Retained, []string{NewID(3)}) || !slices.Equal(rep.Dropped, []string{NewID(1), NewID(2)}) {
+		t.Errorf("report %+v", rep)
+	}
+}

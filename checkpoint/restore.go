@@ -1,0 +1,303 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// blobRestorer is what Materialize looks for: a Storage whose state lives
+// elsewhere than on the local disk.
+type blobRestorer interface {
+	Restore(ctx context.Context, id string) error
+}
+
+// Materialize makes the state directories of checkpoint d present under
+// s.StateDir(d.ID): for a BlobStorage it calls Restore (a download on a
+// node that does not have them, nothing if they are there already); for a
+// FileStorage, whose state is local, it does nothing. A nil d is a no-op.
+// Call it after choosing the checkpoint to resume from and before opening
+// native state.
+func Materialize(ctx context.Context, s Storage, d *CheckpointData) error {
+	if d == nil {
+		return nil
+	}
+	if r, ok := s.(blobRestorer); ok {
+		return r.Restore(ctx, d.ID)
+	}
+	return nil
+}
+
+// Restore downloads the state directories of checkpoint id into
+// StateDir(id), for a node that does not have them (an empty disk). Every
+// file is downloaded in parallel into a temporary directory beside it,
+// its size and SHA-256 checked in the same pass, fsynced, and the whole
+// directory renamed into place: StateDir(id) either appears complete and
+// verified or not at all. If StateDir(id) exists already and its files
+// have the recorded sizes, Restore downloads nothing.
+//
+// While it runs, Restore keeps a pin (pins/<id>/<nonce>) that stops GC
+// from deleting the checkpoint. A file deleted anyway (a GC older than
+// the pin, or a pin older than PinTTL) fails the restore with an error
+// that says so; content that does not match the record wraps
+// archive.ErrCorrupt and names the key. Restore needs no writer role.
+//
+// The immutable files restored are remembered, so that a Save of a later
+// checkpoint that hard-links them references them instead of uploading.
+func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	unpin, err := s.pin(ctx, id)
+	if err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	defer unpin()
+	rec, _, err := s.readRecord(ctx, id)
+	if err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	dst := s.StateDir(id)
+	if _, err := os.Lstat(dst); err == nil {
+		if err := blobCheckSizes(dst, rec); err != nil {
+			return fmt.Errorf("checkpoint: restore %q: %s exists and does not match the record: %w", id, dst, err)
+		}
+		s.seedCache(dst, rec)
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	if err := os.MkdirAll(s.localDir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	// The temporary name starts with '.' and contains ".tmp-", the
+	// pattern FileStorage.SweepOrphans removes after a crash.
+	tmp, err := os.MkdirTemp(s.localDir, "."+id+stateExt+tempMarker+"*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := s.download(ctx, tmp, rec); err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	// Directories are fsynced before the rename, so that the renamed
+	// tree is durable; the parent after it, so that the rename is.
+	if err := blobSyncTree(tmp); err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	if err := syncDir(s.localDir); err != nil {
+		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+	}
+	s.seedCache(dst, rec)
+	return nil
+}
+
+// pin writes pins/<id>/<random> and returns a function deleting it.
+func (s *BlobStorage) pin(ctx context.Context, id string) (func(), error) {
+	var nonce [16]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, err
+	}
+	key := blobPinsDir + id + "/" + hex.EncodeToString(nonce[:])
+	if err := s.bs.Put(ctx, key, bytes.NewReader(nil)); err != nil {
+		return nil, fmt.Errorf("pin: %w", err)
+	}
+	return func() {
+		// Unpin even when ctx is cancelled: a leftover pin would hold
+		// the checkpoint for PinTTL.
+		_ = s.bs.Delete(context.WithoutCancel(ctx), key)
+	}, nil
+}
+
+// blobLocalPath returns where file f of owner lives under root.
+func blobLocalPath(root string, rec *BlobRecord, owner string, f FileRef) string {
+	return filepath.Join(root, filepath.FromSlash(rec.StateDirs[owner]), filepath.FromSlash(f.Path))
+}
+
+// download fetches every file of rec under root, verifying each.
+func (s *BlobStorage) download(ctx context.Context, root string, rec *BlobRecord) error {
+	for _, rel := range rec.StateDirs {
+		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(rel)), 0o755); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for _, owner := range blobOwners(rec.Files) {
+		for _, f := range rec.Files[owner] {
+			dst := blobLocalPath(root, rec, owner, f)
+			g.Go(func() error {
+				if err := s.downloadFile(gctx, dst, f); err != nil {
+					return fmt.Errorf("owner %q file %s (key %q): %w", owner, f.Path, f.Key, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// downloadFile writes the object f.Key to dst, checking size and digest
+// as it streams, and fsyncs it.
+func (s *BlobStorage) downloadFile(ctx context.Context, dst string, f FileRef) (err error) {
+	rc, err := s.bs.Get(ctx, f.Key)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("deleted from the store (by GC, or never uploaded): %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	fh, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	h := sha256.New()
+	// Read one byte past the size: a longer object is corrupt, and must
+	// not fill the disk before we notice.
+	n, err := io.Copy(io.MultiWriter(fh, h), io.LimitReader(rc, f.Size+1))
+	if err != nil {
+		return err
+	}
+	if n != f.Size {
+		return fmt.Errorf("%w: size %d, record says %d", archive.ErrCorrupt, n, f.Size)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.SHA256 {
+		return fmt.Errorf("%w: sha256 %s, record says %s", archive.ErrCorrupt, sum, f.SHA256)
+	}
+	return fh.Sync()
+}
+
+// Verify downloads every file of checkpoint id and checks its size and
+// digest against the record, writing nothing. The first mismatch is an
+// error wrapping archive.ErrCorrupt that names the key; a missing object
+// wraps blobstore.ErrNotFound.
+func (s *BlobStorage) Verify(ctx context.Context, id string) error {
+	rec, err := s.LoadRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for _, owner := range blobOwners(rec.Files) {
+		for _, f := range rec.Files[owner] {
+			g.Go(func() error {
+				if err := s.verifyObject(gctx, f); err != nil {
+					return fmt.Errorf("checkpoint: verify %q: owner %q file %s (key %q): %w", id, owner, f.Path, f.Key, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+func (s *BlobStorage) verifyObject(ctx context.Context, f FileRef) error {
+	rc, err := s.bs.Get(ctx, f.Key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(rc, f.Size+1))
+	if err != nil {
+		return err
+	}
+	if n != f.Size {
+		return fmt.Errorf("%w: size %d, record says %d", archive.ErrCorrupt, n, f.Size)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.SHA256 {
+		return fmt.Errorf("%w: sha256 %s, record says %s", archive.ErrCorrupt, sum, f.SHA256)
+	}
+	return nil
+}
+
+// blobCheckSizes reports whether every file of rec exists under root with the
+// recorded size (a cheap check of a state directory already present).
+func blobCheckSizes(root string, rec *BlobRecord) error {
+	for owner, files := range rec.Files {
+		for _, f := range files {
+			fi, err := os.Lstat(blobLocalPath(root, rec, owner, f))
+			if err != nil {
+				return err
+			}
+			if !fi.Mode().IsRegular() || fi.Size() != f.Size {
+				return fmt.Errorf("owner %q file %s: size %d, record says %d", owner, f.Path, fi.Size(), f.Size)
+			}
+		}
+	}
+	return nil
+}
+
+// seedCache remembers the identities of the restored immutable files, so
+// that a later Save finds the hard links Pebble makes to them.
+func (s *BlobStorage) seedCache(root string, rec *BlobRecord) {
+	for owner, files := range rec.Files {
+		for _, f := range files {
+			if !strings.HasPrefix(f.Key, blobSharedDir) {
+				continue
+			}
+			fi, err := os.Lstat(blobLocalPath(root, rec, owner, f))
+			if err != nil {
+				continue
+			}
+			if fid, ok := blobFileID(fi); ok && fi.Size() == f.Size {
+				s.cache.put(fid, blobCachedFile{key: f.Key, size: f.Size, sha256: f.SHA256})
+			}
+		}
+	}
+}
+
+// blobSyncTree fsyncs every directory under root, deepest first.
+func blobSyncTree(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.Reverse(dirs)
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
