@@ -10,10 +10,16 @@ import (
 // limit).
 const MaxKeyLen = 1024
 
+// MaxSegmentLen is the longest '/'-separated segment of a key, in bytes.
+// S3 itself allows longer segments, but filesystems (NAME_MAX) and MinIO,
+// which stores a segment as a file name, do not; one rule for every store
+// keeps a key that works on one working on all.
+const MaxSegmentLen = 255
+
 // ValidateKey reports whether key obeys the key rules: 1–1024 bytes of
 // valid UTF-8, '/'-separated, no leading '/', no empty, "." or ".."
-// segment, and no control characters (C0, DEL or C1). The error wraps
-// ErrInvalidKey.
+// segment, no segment over 255 bytes, and no control characters (C0, DEL
+// or C1). The error wraps ErrInvalidKey.
 func ValidateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
@@ -41,6 +47,9 @@ func ValidatePrefix(prefix string) error {
 		return err
 	}
 	i := strings.LastIndexByte(prefix, '/')
+	if len(prefix)-i-1 > MaxSegmentLen {
+		return fmt.Errorf("%w: prefix %q ends in a segment over the %d-byte limit", ErrInvalidKey, prefix, MaxSegmentLen)
+	}
 	if i < 0 {
 		return nil
 	}
@@ -76,6 +85,9 @@ func validateSegment(key, seg string) error {
 		return fmt.Errorf("%w: %q has an empty segment", ErrInvalidKey, key)
 	case ".", "..":
 		return fmt.Errorf("%w: %q has a %q segment", ErrInvalidKey, key, seg)
+	}
+	if len(seg) > MaxSegmentLen {
+		return fmt.Errorf("%w: a segment of %d bytes, over the %d-byte limit", ErrInvalidKey, len(seg), MaxSegmentLen)
 	}
 	return nil
 }

@@ -21,7 +21,8 @@ func TestValidateKeyRejects(t *testing.T) {
 func TestValidateKeyAccepts(t *testing.T) {
 	for _, key := range []string{
 		"a", "a/b", "checkpoints/000001/checkpoint.json", "...", "a/..b", "..a/b",
-		"with space", "日本/語", "a.b", strings.Repeat("k", blobstore.MaxKeyLen),
+		"with space", "日本/語", "a.b", blobstoretest.LongestKey(blobstore.MaxKeyLen),
+		strings.Repeat("s", blobstore.MaxSegmentLen) + "/x",
 	} {
 		if err := blobstore.ValidateKey(key); err != nil {
 			t.Errorf("ValidateKey(%.40q) = %v, want nil", key, err)
@@ -39,6 +40,8 @@ func TestValidatePrefix(t *testing.T) {
 		{"../", false}, {"a/../", false}, {"/", false}, {"/a", false},
 		{"a//", false}, {"a/./", false}, {"a\x00", false}, {"\xff", false},
 		{strings.Repeat("p", blobstore.MaxKeyLen+1), false},
+		{strings.Repeat("p", blobstore.MaxSegmentLen), true},
+		{strings.Repeat("p", blobstore.MaxSegmentLen+1), false},
 	} {
 		err := blobstore.ValidatePrefix(tc.prefix)
 		if tc.ok && err != nil {
@@ -67,7 +70,7 @@ func FuzzValidateKey(f *testing.F) {
 			t.Fatalf("accepted %q: empty, too long or not UTF-8", key)
 		}
 		for _, seg := range strings.Split(key, "/") {
-			if seg == "" || seg == "." || seg == ".." {
+			if seg == "" || seg == "." || seg == ".." || len(seg) > blobstore.MaxSegmentLen {
 				t.Fatalf("accepted %q with segment %q", key, seg)
 			}
 		}

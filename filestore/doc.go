@@ -69,13 +69,10 @@
 // a file and a directory. Writing either when the other exists fails with
 // [ErrKeyConflict]. (S3 allows it; Tidemark's own layouts never need it.)
 //
-// A key segment of up to 199 bytes is stored as a file or directory of the
-// same name. Longer segments (a key may be one 1,024-byte segment, more
-// than any filesystem allows in one name) are split into 200-byte pieces
-// stored as nested directories whose names end in the byte 0x01, ending in
-// a name that ends in 0x02. Keys never contain control characters, so
-// these names, and the temporary files (which end in 0x7f), can never be
-// mistaken for keys; List decodes them.
+// A key is stored as the file of the same relative path: its segments
+// are at most 255 bytes (blobstore.MaxSegmentLen), within every common
+// filesystem's NAME_MAX. Temporary files end in the byte 0x7f, which no
+// key contains, so they can never be mistaken for keys.
 //
 // # Platforms
 //

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"iter"
 	"os"
-	"path"
 	"slices"
 	"strings"
 
@@ -53,7 +52,7 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 		start := root
 		if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 			keyPrefix, partial = prefix[:i+1], prefix[i+1:]
-			dir, err := openDir(root, path.Join(keyComponents(prefix[:i])...))
+			dir, err := openDir(root, prefix[:i])
 			if err != nil {
 				if !isMissing(err) {
 					fail(err)
@@ -64,7 +63,7 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 			start = dir
 		}
 		w := walker{ctx: ctx, yield: yield, fail: fail}
-		w.walk(start, keyPrefix, partial, false)
+		w.walk(start, keyPrefix, partial)
 	}
 }
 
@@ -74,42 +73,31 @@ type walker struct {
 	fail  func(error)
 }
 
-// entryKind is how a directory entry maps to keys.
-type entryKind int
-
-const (
-	entryFile  entryKind = iota // the key keyPrefix+frag
-	entryDir                    // keys keyPrefix+frag+"/"...
-	entryPiece                  // keys keyPrefix+frag..., the segment continues
-)
-
 type entry struct {
-	name string // on disk
-	frag string // what it adds to the key
-	kind entryKind
-	info fs.FileInfo
+	name  string // on disk, and the key segment it holds
+	isDir bool
+	info  fs.FileInfo
 }
 
-// sortKey orders entries as their keys order: every key under an entry
-// starts with its sortKey, and no sibling's sortKey falls among them (see
-// the comment on pieceLen).
+// sortKey orders entries as their keys order: every key under a directory
+// d starts with d+"/", so comparing directories as name+"/" puts "b-c"
+// before "b/x" as byte order of keys demands.
 func (e entry) sortKey() string {
-	if e.kind == entryDir {
-		return e.frag + "/"
+	if e.isDir {
+		return e.name + "/"
 	}
-	return e.frag
+	return e.name
 }
 
 // walk yields the keys under dir, which all start with keyPrefix, whose
-// next part starts with partial. inPiece says that dir is a piece
-// directory of a long segment, which holds only further pieces and the
-// segment's last part. It returns false when the caller must stop.
-func (w *walker) walk(dir *os.Root, keyPrefix, partial string, inPiece bool) bool {
+// next segment starts with partial. It returns false when the caller must
+// stop.
+func (w *walker) walk(dir *os.Root, keyPrefix, partial string) bool {
 	if err := w.ctx.Err(); err != nil {
 		w.fail(err)
 		return false
 	}
-	entries, err := readEntries(dir, partial, inPiece)
+	entries, err := readEntries(dir, partial)
 	if err != nil {
 		w.fail(err)
 		return false
@@ -119,39 +107,28 @@ func (w *walker) walk(dir *os.Root, keyPrefix, partial string, inPiece bool) boo
 			w.fail(err)
 			return false
 		}
-		switch e.kind {
-		case entryFile:
-			key := keyPrefix + e.frag
+		if !e.isDir {
+			key := keyPrefix + e.name
 			if blobstore.ValidateKey(key) != nil {
 				continue
 			}
 			if !w.yield(objectInfo(key, e.info), nil) {
 				return false
 			}
-		case entryDir, entryPiece:
-			sub, err := dir.OpenRoot(e.name)
-			if err != nil {
-				if isMissing(err) {
-					continue // removed since we read the directory
-				}
-				w.fail(err)
-				return false
+			continue
+		}
+		sub, err := dir.OpenRoot(e.name)
+		if err != nil {
+			if isMissing(err) {
+				continue // removed since we read the directory
 			}
-			var ok bool
-			if e.kind == entryDir {
-				ok = w.walk(sub, keyPrefix+e.frag+"/", "", false)
-			} else {
-				// Within a piece the partial prefix may go on.
-				rest := ""
-				if len(partial) > len(e.frag) {
-					rest = partial[len(e.frag):]
-				}
-				ok = w.walk(sub, keyPrefix+e.frag, rest, true)
-			}
-			sub.Close()
-			if !ok {
-				return false
-			}
+			w.fail(err)
+			return false
+		}
+		ok := w.walk(sub, keyPrefix+e.name+"/", "")
+		sub.Close()
+		if !ok {
+			return false
 		}
 	}
 	return true
@@ -159,7 +136,7 @@ func (w *walker) walk(dir *os.Root, keyPrefix, partial string, inPiece bool) boo
 
 // readEntries reads dir, keeps the entries that can hold keys matching
 // partial, and sorts them in key order.
-func readEntries(dir *os.Root, partial string, inPiece bool) ([]entry, error) {
+func readEntries(dir *os.Root, partial string) ([]entry, error) {
 	d, err := dir.Open(".")
 	if err != nil {
 		return nil, err
@@ -171,15 +148,11 @@ func readEntries(dir *os.Root, partial string, inPiece bool) ([]entry, error) {
 	}
 	entries := make([]entry, 0, len(des))
 	for _, de := range des {
-		e, ok := classify(de, inPiece)
-		if !ok {
+		e, ok := classify(de)
+		if !ok || !strings.HasPrefix(e.name, partial) {
 			continue
 		}
-		// Keep e if all its keys match partial, or (a piece) some may.
-		if !strings.HasPrefix(e.frag, partial) && (e.kind != entryPiece || !strings.HasPrefix(partial, e.frag)) {
-			continue
-		}
-		if e.kind == entryFile {
+		if !e.isDir {
 			if e.info, err = de.Info(); err != nil {
 				if isMissing(err) {
 					continue
@@ -195,33 +168,14 @@ func readEntries(dir *os.Root, partial string, inPiece bool) ([]entry, error) {
 
 // classify maps a directory entry to the keys it holds, and rejects what
 // filestore does not write there: temporary files, symbolic links,
-// devices, and names no valid key encodes to.
-func classify(de fs.DirEntry, inPiece bool) (entry, bool) {
+// devices, and names no valid key segment can be.
+func classify(de fs.DirEntry) (entry, bool) {
 	name := de.Name()
-	var isDir bool
-	switch {
-	case de.Type().IsRegular():
-	case de.IsDir():
-		isDir = true
-	default:
+	if !de.Type().IsRegular() && !de.IsDir() {
 		return entry{}, false
 	}
-	if strings.HasSuffix(name, contMark) {
-		frag := strings.TrimSuffix(name, contMark)
-		return entry{name: name, frag: frag, kind: entryPiece}, isDir && len(frag) == pieceLen
-	}
-	kind := entryFile
-	if isDir {
-		kind = entryDir
-	}
-	if inPiece {
-		// Only the segment's last part (possibly empty) may sit next to
-		// further pieces.
-		frag, ok := strings.CutSuffix(name, lastMark)
-		return entry{name: name, frag: frag, kind: kind}, ok && len(frag) < pieceLen
-	}
-	if len(name) >= pieceLen || blobstore.ValidateKey(name) != nil {
+	if blobstore.ValidateKey(name) != nil {
 		return entry{}, false
 	}
-	return entry{name: name, frag: name, kind: kind}, true
+	return entry{name: name, isDir: de.IsDir()}, true
 }

@@ -163,7 +163,7 @@ func (s *Store) open(ctx context.Context, key string) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	defer root.Close()
-	f, err := root.Open(keyPath(key))
+	f, err := root.Open(key)
 	if err != nil {
 		if isMissing(err) {
 			return nil, 0, blobstore.ErrNotFound
@@ -226,7 +226,7 @@ func (s *Store) stat(ctx context.Context, key string) (blobstore.ObjectInfo, err
 		return blobstore.ObjectInfo{}, err
 	}
 	defer root.Close()
-	fi, err := root.Stat(keyPath(key))
+	fi, err := root.Stat(key)
 	if err != nil {
 		if isMissing(err) {
 			return blobstore.ObjectInfo{}, blobstore.ErrNotFound

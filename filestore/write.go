@@ -99,7 +99,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, cond conditi
 		// Fail fast, before reading the body, when the condition already
 		// does not hold. This is only an optimisation: the check that
 		// counts is made again under the lock.
-		fi, err := root.Stat(keyPath(key))
+		fi, err := root.Stat(key)
 		if err := cond.check(fi, err); err != nil {
 			return "", err
 		}

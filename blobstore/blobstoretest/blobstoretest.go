@@ -257,7 +257,23 @@ var InvalidKeys = []string{
 	"a\u0085b",
 	"\xff\xfe",
 	"a/\xc3",
-	strings.Repeat("k", blobstore.MaxKeyLen+1),
+	strings.Repeat("k/", blobstore.MaxKeyLen/2) + "k",
+	strings.Repeat("s", blobstore.MaxSegmentLen+1),
+	"a/" + strings.Repeat("s", blobstore.MaxSegmentLen+1) + "/b",
+}
+
+// LongestKey returns a valid key of exactly n bytes made of segments of
+// at most 200 bytes (some stores, such as MinIO on overlayfs, refuse
+// segments a little shorter than MaxSegmentLen).
+func LongestKey(n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if b.Len() > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(strings.Repeat("k", min(200, n-b.Len())))
+	}
+	return b.String()
 }
 
 func (s *suite) testInvalidKeys(t *testing.T) {
@@ -285,7 +301,7 @@ func (s *suite) testInvalidKeys(t *testing.T) {
 		t.Fatalf("invalid keys left objects behind: %q", keys)
 	}
 	// The longest valid key is accepted.
-	long := strings.Repeat("k", s.opts.MaxKeyLen)
+	long := LongestKey(s.opts.MaxKeyLen)
 	mustPut(t, bs, long, []byte("x"))
 	sameBytes(t, "Get 1024-byte key", mustGet(t, bs, long), []byte("x"))
 }
