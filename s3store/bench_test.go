@@ -1,0 +1,311 @@
+package s3store
+
+// Benchmarks against real MinIO (the shared miniotest server), each next
+// to the plain SDK (feature/s3/transfermanager) doing the same transfer
+// with the same part size and concurrency, on the same client, in the same
+// run.
+//
+// # Running
+//
+// They run only with -bench; go test without it starts no server for them.
+//
+//	go test -run '^$' -bench . ./s3store/                     # every size; 1 GiB cases run once each anyway
+//	go test -run '^$' -bench . -benchtime=1x -count=3 ./s3store/
+//	go test -run '^$' -bench '/(1MiB|64MiB)$' -count=3 ./s3store/
+//	TIDEMARK_MINIO=process go test ...                       # MinIO as a local process (see below)
+//
+// Names compare like with like:
+//
+//	BenchmarkPut/tidemark-stream/SIZE   Store.Put of a non-seekable stream
+//	BenchmarkPut/sdk-file/SIZE          transfermanager.UploadObject of an *os.File of SIZE bytes
+//	BenchmarkGet/tidemark/SIZE          Store.Get, one GET read sequentially
+//	BenchmarkGet/tidemark-parallel/SIZE Store.GetParallel, ranged GETs yielded in order
+//	BenchmarkGet/tidemark-download/SIZE Store.Download into an io.WriterAt
+//	BenchmarkGet/sdk-downloader/SIZE    transfermanager.DownloadObject (ranges) into an io.WriterAt
+//	BenchmarkGet/sdk-getobject/SIZE     transfermanager.GetObject, the SDK's concurrent streaming reader
+//
+// # Metrics
+//
+// MB/s comes from b.SetBytes. peak-MiB is the growth of this process's
+// resident set (VmHWM after resetting it through /proc/self/clear_refs,
+// and VmRSS sampled) over its value before the benchmark, after returning
+// freed memory to the OS; heap-peak-MiB is the same for the Go heap's
+// object bytes (runtime/metrics, sampled). bound-MiB is what Options
+// promises for an upload, PartSize × (Concurrency+1). MinIO is another
+// process (or container) and is not counted.
+//
+// Downloads drain into a writer that discards (through a 256 KiB buffer
+// for streams, a no-op WriteAt for the WriterAt APIs), so they measure
+// the transfer and not the local disk.
+//
+// # Caveats
+//
+// MinIO runs on the same machine, so the figures are CPU-bound (MinIO
+// takes about half a core per 100 MB/s) and shift with anything else
+// running; compare variants of one run, not runs of different days. In
+// Docker mode MinIO writes into the container's layer, which on a
+// fuse-overlayfs daemon adds a FUSE round trip per write; TIDEMARK_MINIO=process
+// avoids that.
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
+
+	"github.com/tidemark-io/tidemark/integration/miniotest"
+)
+
+// The benchmarks use the defaults users get: 16 MiB parts, 4 at a time.
+const (
+	benchPartSize    = DefaultPartSize
+	benchConcurrency = DefaultConcurrency
+)
+
+var benchSizes = []struct {
+	name string
+	n    int64
+}{
+	{"1MiB", 1 << 20},
+	{"64MiB", 64 << 20},
+	{"1GiB", 1 << 30},
+}
+
+// benchBlock is the block genReader repeats: random, so nothing on the way
+// can compress it.
+func benchBlock() []byte { return randomBytes(1<<20, 42) }
+
+func newBenchStore(b *testing.B) *Store {
+	b.Helper()
+	srv := miniotest.Shared(b)
+	s, err := New(context.Background(), Options{
+		Bucket:      srv.NewBucket(b),
+		Region:      srv.Region,
+		Endpoint:    srv.Endpoint,
+		PathStyle:   true,
+		AccessKey:   srv.AccessKey,
+		SecretKey:   srv.SecretKey,
+		PartSize:    benchPartSize,
+		Concurrency: benchConcurrency,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// newTransferManager returns the SDK's transfer manager on s's client
+// (same HTTP transport, retryer and checksum settings) with s's part size
+// and concurrency, downloading by ranges like GetParallel does.
+func newTransferManager(s *Store) *transfermanager.Client {
+	return transfermanager.New(s.Client(), func(o *transfermanager.Options) {
+		o.PartSizeBytes = s.partSize
+		o.Concurrency = s.conc
+		o.GetObjectType = tmtypes.GetObjectRanges
+	})
+}
+
+// assertSize fails b unless the object at key holds n bytes.
+func assertSize(b *testing.B, s *Store, key string, n int64) {
+	b.Helper()
+	info, err := s.Stat(b.Context(), key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if info.Size != n {
+		b.Fatalf("%q holds %d bytes, want %d", key, info.Size, n)
+	}
+}
+
+func BenchmarkPut(b *testing.B) {
+	s := newBenchStore(b)
+	tm := newTransferManager(s)
+	block := benchBlock()
+	bound := s.partSize * int64(s.conc+1)
+
+	// The SDK's input files, written once per size on first use.
+	dir := b.TempDir()
+	var mu sync.Mutex
+	files := map[int64]string{}
+	fileOf := func(b *testing.B, n int64) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := files[n]; ok {
+			return p
+		}
+		p := filepath.Join(dir, "input-"+formatSize(n))
+		f, err := os.Create(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(f, newGenReader(block, n)); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+		files[n] = p
+		return p
+	}
+
+	b.Run("tidemark-stream", func(b *testing.B) {
+		for _, size := range benchSizes {
+			b.Run(size.name, func(b *testing.B) {
+				key := "put/tidemark/" + size.name
+				b.SetBytes(size.n)
+				b.ReportAllocs()
+				m := startMemPeak(b)
+				for b.Loop() {
+					if err := s.Put(b.Context(), key, newGenReader(block, size.n)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				m.report(b, bound)
+				assertSize(b, s, key, size.n)
+			})
+		}
+	})
+
+	b.Run("sdk-file", func(b *testing.B) {
+		for _, size := range benchSizes {
+			b.Run(size.name, func(b *testing.B) {
+				key := "put/sdk/" + size.name
+				path := fileOf(b, size.n)
+				b.SetBytes(size.n)
+				b.ReportAllocs()
+				m := startMemPeak(b)
+				for b.Loop() {
+					f, err := os.Open(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, err = tm.UploadObject(b.Context(), &transfermanager.UploadObjectInput{
+						Bucket: aws.String(s.bucket),
+						Key:    aws.String(key),
+						Body:   f,
+					})
+					f.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				m.report(b, bound)
+				assertSize(b, s, key, size.n)
+			})
+		}
+	})
+}
+
+func BenchmarkGet(b *testing.B) {
+	s := newBenchStore(b)
+	tm := newTransferManager(s)
+	block := benchBlock()
+
+	// One object per size, uploaded (by Put, so in parts of PartSize) on
+	// first use.
+	var mu sync.Mutex
+	objects := map[int64]string{}
+	objectOf := func(b *testing.B, n int64) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if key, ok := objects[n]; ok {
+			return key
+		}
+		key := "get/" + formatSize(n)
+		if err := s.Put(b.Context(), key, newGenReader(block, n)); err != nil {
+			b.Fatal(err)
+		}
+		objects[n] = key
+		return key
+	}
+
+	type getter func(ctx context.Context, key string) (int64, error)
+	stream := func(open func(context.Context, string) (io.ReadCloser, error)) getter {
+		buf := make([]byte, 256<<10)
+		return func(ctx context.Context, key string) (int64, error) {
+			rc, err := open(ctx, key)
+			if err != nil {
+				return 0, err
+			}
+			defer rc.Close()
+			return drain(rc, buf)
+		}
+	}
+	impls := []struct {
+		name string
+		get  getter
+	}{
+		{"tidemark", stream(s.Get)},
+		{"tidemark-parallel", stream(s.GetParallel)},
+		{"tidemark-download", func(ctx context.Context, key string) (int64, error) {
+			return s.Download(ctx, key, discardAt{})
+		}},
+		{"sdk-downloader", func(ctx context.Context, key string) (int64, error) {
+			out, err := tm.DownloadObject(ctx, &transfermanager.DownloadObjectInput{
+				Bucket:   aws.String(s.bucket),
+				Key:      aws.String(key),
+				WriterAt: discardAt{},
+			})
+			if err != nil {
+				return 0, err
+			}
+			return aws.ToInt64(out.ContentLength), nil
+		}},
+		{"sdk-getobject", stream(func(ctx context.Context, key string) (io.ReadCloser, error) {
+			out, err := tm.GetObject(ctx, &transfermanager.GetObjectInput{
+				Bucket: aws.String(s.bucket),
+				Key:    aws.String(key),
+			})
+			if err != nil {
+				return nil, err
+			}
+			return io.NopCloser(out.Body), nil
+		})},
+	}
+
+	for _, impl := range impls {
+		b.Run(impl.name, func(b *testing.B) {
+			for _, size := range benchSizes {
+				b.Run(size.name, func(b *testing.B) {
+					key := objectOf(b, size.n)
+					b.SetBytes(size.n)
+					b.ReportAllocs()
+					m := startMemPeak(b)
+					for b.Loop() {
+						n, err := impl.get(b.Context(), key)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if n != size.n {
+							b.Fatalf("got %d bytes, want %d", n, size.n)
+						}
+					}
+					m.report(b, 0)
+				})
+			}
+		})
+	}
+}
+
+// drain reads r to EOF through buf, as a consumer copying into a file or
+// a hasher would, and returns the byte count. The wrappers keep io.Copy
+// from taking a WriterTo or ReaderFrom shortcut that some readers have
+// and others lack.
+func drain(r io.Reader, buf []byte) (int64, error) {
+	return io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{r}, buf)
+}
+
+func formatSize(n int64) string {
+	for _, s := range benchSizes {
+		if s.n == n {
+			return s.name
+		}
+	}
+	return "size"
+}

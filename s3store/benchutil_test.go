@@ -1,0 +1,175 @@
+package s3store
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// genReader yields size bytes by repeating one block, so that a 1 GiB
+// input costs a memcpy per byte rather than a random number generator or
+// a gigabyte of memory. It has only Read: nothing can seek it or learn its
+// length, so whoever reads it must stream.
+type genReader struct {
+	block []byte
+	left  int64
+	off   int
+}
+
+func newGenReader(block []byte, size int64) *genReader {
+	return &genReader{block: block, left: size}
+}
+
+func (g *genReader) Read(p []byte) (int, error) {
+	if g.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > g.left {
+		p = p[:g.left]
+	}
+	n := copy(p, g.block[g.off:])
+	g.off = (g.off + n) % len(g.block)
+	g.left -= int64(n)
+	return n, nil
+}
+
+// discardAt is an io.WriterAt that drops what it is given, so that a
+// download benchmark measures the transfer and not the local disk.
+type discardAt struct{}
+
+func (discardAt) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
+
+// memSampleEvery is how often memPeak samples. Coarse on purpose: the
+// sampler shares two cores with the benchmark and MinIO. The RSS peak
+// does not depend on it (VmHWM records the true peak); the heap peak
+// could miss a spike shorter than this, but the buffers that matter live
+// for a whole part transfer.
+const memSampleEvery = 5 * time.Millisecond
+
+const heapObjectsMetric = "/memory/classes/heap/objects:bytes"
+
+// memPeak tracks the peak resident set size of this process and the peak
+// of the Go heap's object bytes from start to stop, relative to the
+// values at start.
+type memPeak struct {
+	baseRSS, baseHeap uint64
+	peakRSS, peakHeap uint64
+	hwmReset          bool // VmHWM was reset at start, so it is the peak since then
+
+	stopc chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+}
+
+// startMemPeak first returns freed memory to the OS, so the baseline does
+// not include what earlier benchmarks left in the heap, then resets the
+// kernel's high-water mark (VmHWM, through /proc/self/clear_refs) and
+// samples VmRSS and the heap until stop.
+func startMemPeak(b *testing.B) *memPeak {
+	b.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	m := &memPeak{stopc: make(chan struct{})}
+	rss, _, err := procStatus()
+	if err != nil {
+		b.Fatalf("read /proc/self/status: %v", err)
+	}
+	m.baseRSS, m.peakRSS = rss, rss
+	m.baseHeap = heapObjects()
+	m.peakHeap = m.baseHeap
+	// "5" resets the peak RSS to the current RSS (Linux ≥ 4.0).
+	m.hwmReset = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	m.wg.Go(func() {
+		t := time.NewTicker(memSampleEvery)
+		defer t.Stop()
+		for {
+			m.sample()
+			select {
+			case <-m.stopc:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	b.Cleanup(func() { m.stop() }) // a benchmark that fails stops it here
+	return m
+}
+
+func (m *memPeak) sample() {
+	if rss, _, err := procStatus(); err == nil {
+		m.peakRSS = max(m.peakRSS, rss)
+	}
+	m.peakHeap = max(m.peakHeap, heapObjects())
+}
+
+// stop ends the sampling and returns the growth of RSS and of the heap
+// over their baselines, in bytes.
+func (m *memPeak) stop() (rssGrowth, heapGrowth uint64) {
+	m.once.Do(func() { close(m.stopc) })
+	m.wg.Wait()
+	m.sample()
+	if _, hwm, err := procStatus(); err == nil && m.hwmReset {
+		m.peakRSS = max(m.peakRSS, hwm)
+	}
+	return m.peakRSS - m.baseRSS, m.peakHeap - m.baseHeap
+}
+
+// report stops m and reports its peaks in MiB, with the bound the store
+// promises for comparison when bound > 0.
+func (m *memPeak) report(b *testing.B, bound int64) {
+	b.Helper()
+	rss, heap := m.stop()
+	b.ReportMetric(float64(rss)/(1<<20), "peak-MiB")
+	b.ReportMetric(float64(heap)/(1<<20), "heap-peak-MiB")
+	if bound > 0 {
+		b.ReportMetric(float64(bound)/(1<<20), "bound-MiB")
+	}
+}
+
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: heapObjectsMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// procStatus returns VmRSS and VmHWM of this process in bytes.
+func procStatus() (rss, hwm uint64, err error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := sc.Bytes()
+		var dst *uint64
+		switch {
+		case bytes.HasPrefix(line, []byte("VmRSS:")):
+			dst = &rss
+		case bytes.HasPrefix(line, []byte("VmHWM:")):
+			dst = &hwm
+		default:
+			continue
+		}
+		f := bytes.Fields(line) // "VmRSS:", "123456", "kB"
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		*dst = kb << 10
+	}
+	return rss, hwm, nil
+}

@@ -1,0 +1,82 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// Sentinel errors for configuration problems, wrapped with the bucket and
+// endpoint so the message says what to fix. They never contain a secret.
+var (
+	// ErrBucketNotFound is returned when the bucket does not exist.
+	ErrBucketNotFound = errors.New("s3store: bucket not found")
+	// ErrAccessDenied is returned for wrong or missing credentials or a
+	// policy that denies the request (403, InvalidAccessKeyId,
+	// SignatureDoesNotMatch).
+	ErrAccessDenied = errors.New("s3store: access denied")
+	// ErrUnreachable is returned when no connection to the endpoint could
+	// be made.
+	ErrUnreachable = errors.New("s3store: endpoint unreachable")
+	// ErrConditionsIgnored is returned by Probe when the endpoint accepts
+	// a conditional write whose condition does not hold.
+	ErrConditionsIgnored = errors.New("s3store: endpoint ignores conditional writes")
+)
+
+// errCodes extracts the S3 error code and HTTP status from an SDK error.
+func errCodes(err error) (code string, status int) {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	return code, status
+}
+
+// isPrecondition reports whether err says a condition did not hold. 304
+// counts: MinIO once answered a failed If-None-Match with it (#19442).
+func isPrecondition(err error) bool {
+	code, status := errCodes(err)
+	return status == 412 || status == 304 || code == "PreconditionFailed"
+}
+
+// wrap turns an SDK error from operation op on key into one that wraps a
+// blobstore or s3store sentinel where one applies, prefixed with
+// "s3store: op key:". conditional says op carried If-Match/If-None-Match,
+// so 412 and 304 mean the condition failed.
+func (s *Store) wrap(op, key string, err error, conditional bool) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("s3store: %s %q: %w", op, key, err)
+	}
+	code, status := errCodes(err)
+	switch {
+	case code == "NoSuchBucket":
+		return fmt.Errorf("s3store: %s %q: %w: bucket %q at %s: %w", op, key, ErrBucketNotFound, s.bucket, s.endpoint, err)
+	case code == "NoSuchKey" || code == "NotFound" || status == 404 && code != "NoSuchUpload":
+		return fmt.Errorf("s3store: %s %q: %w", op, key, blobstore.ErrNotFound)
+	case conditional && isPrecondition(err):
+		return fmt.Errorf("s3store: %s %q: %w", op, key, blobstore.ErrPreconditionFailed)
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
+		code == "InvalidToken" || code == "ExpiredToken" || status == 403:
+		return fmt.Errorf("s3store: %s %q: %w to bucket %q at %s (check credentials and policy): %w",
+			op, key, ErrAccessDenied, s.bucket, s.endpoint, err)
+	}
+	var se *smithyhttp.RequestSendError
+	var oe *net.OpError
+	if errors.As(err, &se) && errors.As(err, &oe) && oe.Op == "dial" {
+		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrUnreachable, s.endpoint, s.bucket, err)
+	}
+	return fmt.Errorf("s3store: %s %q: %w", op, key, err)
+}

@@ -1,0 +1,145 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// Get opens the object at key for reading; the caller closes it.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &okey})
+	if err != nil {
+		return nil, s.wrap("get", key, err, false)
+	}
+	return out.Body, nil
+}
+
+// GetRange opens length bytes of the object at key from offset (to the
+// end if length is negative). A range past the end is cut at the end; one
+// that starts at or past the end reads nothing.
+func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("s3store: get-range %q: negative offset %d", key, offset)
+	}
+	if length == 0 {
+		// No HTTP range is empty; Stat still reports a missing key.
+		if _, err := s.Stat(ctx, key); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &okey}
+	switch {
+	case length > 0:
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
+	case offset > 0:
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-", offset))
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		// 416: the range starts at or past the end (every range of an
+		// empty object does). That reads nothing if the object exists.
+		if code, status := errCodes(err); status == 416 || code == "InvalidRange" {
+			if _, err := s.Stat(ctx, key); err != nil {
+				return nil, err
+			}
+			return io.NopCloser(strings.NewReader("")), nil
+		}
+		return nil, s.wrap("get-range", key, err, false)
+	}
+	return out.Body, nil
+}
+
+// Stat returns the object's size, ETag and modification time.
+func (s *Store) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return blobstore.ObjectInfo{}, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &okey})
+	if err != nil {
+		return blobstore.ObjectInfo{}, s.wrap("stat", key, err, false)
+	}
+	return blobstore.ObjectInfo{
+		Key:     key,
+		Size:    aws.ToInt64(out.ContentLength),
+		ETag:    unquote(out.ETag),
+		ModTime: aws.ToTime(out.LastModified),
+	}, nil
+}
+
+// Exists reports whether an object is stored at key.
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	_, err := s.Stat(ctx, key)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// List yields the objects whose keys start with prefix, in lexicographic
+// order, one ListObjectsV2 page (up to 1000 keys) at a time.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
+	return func(yield func(blobstore.ObjectInfo, error) bool) {
+		if err := blobstore.ValidatePrefix(prefix); err != nil {
+			yield(blobstore.ObjectInfo{}, err)
+			return
+		}
+		full := s.prefix + prefix
+		pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+			Bucket: &s.bucket,
+			Prefix: aws.String(full),
+		})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				yield(blobstore.ObjectInfo{}, s.wrap("list", prefix, err, false))
+				return
+			}
+			for _, o := range page.Contents {
+				info := blobstore.ObjectInfo{
+					Key:     strings.TrimPrefix(aws.ToString(o.Key), s.prefix),
+					Size:    aws.ToInt64(o.Size),
+					ETag:    unquote(o.ETag),
+					ModTime: aws.ToTime(o.LastModified),
+				}
+				if !yield(info, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Delete removes the object at key; deleting a missing key succeeds.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &okey})
+	if err != nil {
+		err = s.wrap("delete", key, err, false)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			return nil
+		}
+	}
+	return err
+}

@@ -1,0 +1,261 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// Part sizes. S3 (and MinIO) refuse non-final multipart parts under 5 MiB
+// and uploads of more than 10,000 parts, so with the default part size
+// one object can hold at most 160 GiB; raise PartSize for more.
+const (
+	// DefaultPartSize is the part size when Options.PartSize is zero.
+	DefaultPartSize = 16 << 20
+	// MinPartSize is the smallest part size S3 accepts for a non-final part.
+	MinPartSize = 5 << 20
+	// MaxPartSize is the largest part size S3 accepts.
+	MaxPartSize = 5 << 30
+	// MaxParts is the largest number of parts in one multipart upload.
+	MaxParts = 10000
+	// DefaultConcurrency is the number of parallel part transfers per
+	// upload or download when Options.Concurrency is zero.
+	DefaultConcurrency = 4
+	// DefaultMaxAttempts is the number of attempts per request (the first
+	// one included) when Options.MaxAttempts is zero.
+	DefaultMaxAttempts = 5
+)
+
+// Options configure a Store. The zero value of every field but Bucket is
+// useful.
+type Options struct {
+	// Bucket is the bucket name. Required.
+	Bucket string
+	// Prefix, if not empty, is prepended with a '/' to every key, so
+	// several jobs can share a bucket. It must be a valid key (a trailing
+	// '/' is dropped).
+	Prefix string
+	// Region is the bucket's region. Empty means the region from the AWS
+	// chain (AWS_REGION, the shared config), or "us-east-1" when Endpoint
+	// is set (S3-compatible stores mostly ignore it).
+	Region string
+	// Endpoint is the base URL of an S3-compatible store, for example
+	// "http://127.0.0.1:9000". Empty means AWS S3.
+	Endpoint string
+	// PathStyle addresses buckets as endpoint/bucket rather than
+	// bucket.endpoint, as MinIO and most S3-compatible stores need.
+	PathStyle bool
+	// PartSize is the multipart part size and the size of the buffers an
+	// upload or parallel download holds; DefaultPartSize if zero. It must
+	// be between MinPartSize and MaxPartSize.
+	PartSize int64
+	// Concurrency is the number of parts transferred in parallel per
+	// upload or download; DefaultConcurrency if zero. An upload holds at
+	// most PartSize × (Concurrency+1) bytes.
+	Concurrency int
+	// SSE is the server-side encryption to request: "" (the bucket's
+	// default), "AES256" or "aws:kms".
+	SSE string
+	// SSEKMSKeyID is the KMS key for SSE "aws:kms"; empty means the
+	// account's default key.
+	SSEKMSKeyID string
+	// ChecksumWhenRequired makes the client compute request checksums and
+	// validate response checksums only for operations that require them.
+	// Since service/s3 v1.73 the SDK sends CRC32 checksums on every upload
+	// by default, which some S3-compatible stores reject; set this for
+	// those. AWS S3 and MinIO accept the default.
+	ChecksumWhenRequired bool
+	// AccessKey and SecretKey, if set, are static credentials (with an
+	// optional SessionToken). Otherwise the standard AWS chain is used.
+	AccessKey    string
+	SecretKey    string
+	SessionToken string
+	// MaxAttempts is the number of attempts per request, the first one
+	// included; DefaultMaxAttempts if zero.
+	MaxAttempts int
+	// HTTPClient, if set, sends every request (tests use it to inject
+	// faults); otherwise the SDK's default client. It brings its own TLS
+	// configuration: AWS_CA_BUNDLE does not apply to it.
+	HTTPClient *http.Client
+}
+
+// Store is a blobstore.Blobstore on one S3 bucket (and optional prefix).
+// It is safe for concurrent use.
+type Store struct {
+	client   *s3.Client
+	bucket   string
+	prefix   string // "" or ends with '/'
+	endpoint string // for error messages
+	partSize int64
+	conc     int
+	sse      types.ServerSideEncryption
+	kmsKey   string
+	crc32    bool // ask for CRC32 part checksums on multipart uploads
+	bufs     sync.Pool
+}
+
+var _ blobstore.Blobstore = (*Store)(nil)
+
+// New returns a Store for opts. It loads credentials and region from the
+// AWS chain but sends no request; use Probe to check the endpoint.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Bucket == "" {
+		return nil, errors.New("s3store: no bucket")
+	}
+	s := &Store{
+		bucket:   opts.Bucket,
+		endpoint: opts.Endpoint,
+		partSize: opts.PartSize,
+		conc:     opts.Concurrency,
+		kmsKey:   opts.SSEKMSKeyID,
+		crc32:    !opts.ChecksumWhenRequired,
+	}
+	if p := strings.TrimSuffix(opts.Prefix, "/"); p != "" {
+		if err := blobstore.ValidateKey(p); err != nil {
+			return nil, fmt.Errorf("s3store: prefix: %w", err)
+		}
+		s.prefix = p + "/"
+	}
+	if s.partSize == 0 {
+		s.partSize = DefaultPartSize
+	}
+	if s.partSize < MinPartSize || s.partSize > MaxPartSize {
+		return nil, fmt.Errorf("s3store: part size %d outside [%d, %d] (S3's multipart limits)", s.partSize, MinPartSize, MaxPartSize)
+	}
+	if s.conc == 0 {
+		s.conc = DefaultConcurrency
+	}
+	if s.conc < 0 {
+		return nil, fmt.Errorf("s3store: concurrency %d < 0", s.conc)
+	}
+	switch opts.SSE {
+	case "", "AES256", "aws:kms":
+		s.sse = types.ServerSideEncryption(opts.SSE)
+	default:
+		return nil, fmt.Errorf("s3store: sse %q: want \"\", \"AES256\" or \"aws:kms\"", opts.SSE)
+	}
+	if opts.SSEKMSKeyID != "" && opts.SSE != "aws:kms" {
+		return nil, errors.New("s3store: sse_kms_key_id needs sse aws:kms")
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	if maxAttempts < 0 {
+		return nil, fmt.Errorf("s3store: max attempts %d < 1", maxAttempts)
+	}
+	if s.endpoint == "" {
+		s.endpoint = "AWS S3"
+	}
+	size := s.partSize
+	s.bufs.New = func() any { b := make([]byte, size); return &b }
+
+	load := []func(*config.LoadOptions) error{
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = maxAttempts
+				// No client-side retry token bucket: the default one
+				// drains under sustained throttling and the client then
+				// stops retrying at all (FLINK-40387). Backoff with jitter
+				// is what spreads the load.
+				o.RateLimiter = ratelimit.None
+				o.Retryables = append(o.Retryables, retryConditionalConflict{})
+			})
+		}),
+	}
+	if opts.Region != "" {
+		load = append(load, config.WithRegion(opts.Region))
+	}
+	if opts.AccessKey != "" || opts.SecretKey != "" {
+		load = append(load, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(opts.AccessKey, opts.SecretKey, opts.SessionToken)))
+	}
+	if opts.ChecksumWhenRequired {
+		load = append(load,
+			config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
+			config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, load...)
+	if err != nil {
+		return nil, fmt.Errorf("s3store: load AWS config for bucket %q: %w", opts.Bucket, err)
+	}
+	if cfg.Region == "" {
+		if opts.Endpoint == "" {
+			return nil, fmt.Errorf("s3store: bucket %q: no region (set Options.Region, ?region= or AWS_REGION)", opts.Bucket)
+		}
+		cfg.Region = "us-east-1"
+	}
+	s.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = opts.PathStyle
+		if opts.HTTPClient != nil {
+			// Set here, not with config.WithHTTPClient, which refuses a
+			// plain *http.Client when AWS_CA_BUNDLE is set; a custom
+			// client brings its own TLS configuration.
+			o.HTTPClient = opts.HTTPClient
+		}
+		if opts.Endpoint != "" {
+			o.BaseEndpoint = aws.String(opts.Endpoint)
+		}
+		// Ranged and multipart GETs carry no whole-object checksum to
+		// validate; the SDK would log that it skipped validation on each.
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	return s, nil
+}
+
+// Client returns the underlying S3 client, for operations this package
+// does not cover.
+func (s *Store) Client() *s3.Client { return s.client }
+
+// Bucket returns the bucket name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// retryConditionalConflict retries 409 ConditionalRequestConflict, which
+// S3 returns while another conditional write to the same key is in flight;
+// a later attempt gets a definite answer (success or 412).
+type retryConditionalConflict struct{}
+
+func (retryConditionalConflict) IsErrorRetryable(err error) aws.Ternary {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ConditionalRequestConflict" {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
+}
+
+// objectKey validates key and returns the bucket key for it.
+func (s *Store) objectKey(key string) (string, error) {
+	if err := blobstore.ValidateKey(key); err != nil {
+		return "", err
+	}
+	full := s.prefix + key
+	if len(full) > blobstore.MaxKeyLen {
+		return "", fmt.Errorf("%w: %q is %d bytes with prefix %q, over the %d-byte limit",
+			blobstore.ErrInvalidKey, key, len(full), s.prefix, blobstore.MaxKeyLen)
+	}
+	return full, nil
+}
+
+func (s *Store) getBuf() *[]byte  { return s.bufs.Get().(*[]byte) }
+func (s *Store) putBuf(b *[]byte) { s.bufs.Put(b) }
+
+// ETags are kept without the quotes S3 puts around them, so the same
+// object has the same ETag whichever response it came from; quote adds
+// them back for If-Match.
+func unquote(etag *string) string { return strings.Trim(aws.ToString(etag), `"`) }
+
+func quote(etag string) string { return `"` + strings.Trim(etag, `"`) + `"` }

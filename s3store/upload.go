@@ -1,0 +1,388 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// The uploader is written here rather than taken from
+// feature/s3/manager or feature/s3/transfermanager:
+//
+//   - manager.Uploader (v1.23) puts no condition on
+//     CompleteMultipartUpload, where S3 checks it, so it cannot do
+//     PutIfAbsent or PutIfMatch of a large object.
+//   - transfermanager v0.5.7 does pass IfMatch/IfNoneMatch to Complete and
+//     aborts after a failed Complete, but: it reads the first part with
+//     io.ReadAll into a fresh, growing slice on every upload (not pooled);
+//     it notices a cancelled context only when a request fails, so a
+//     reader that keeps producing after cancel is read on; it aborts with
+//     the caller's (possibly cancelled) context unless FailTimeout is set;
+//     it calls log.Printf from library code; and it is a v0 API. We also
+//     need the 412 answer unwrapped to resolve it against our write id.
+//
+// What is here is the same pipeline in about a hundred lines: one
+// goroutine reads parts into pooled buffers and hands them to Concurrency
+// workers over an unbuffered channel, so an upload holds at most
+// Concurrency+1 buffers.
+
+// abortTimeout bounds the cleanup requests made after a failure, with a
+// fresh context since the caller's may be the reason for the failure.
+const abortTimeout = 30 * time.Second
+
+// writeIDMeta is the metadata key (x-amz-meta-tidemark-write-id) that tags
+// every conditional write with a random id, so that a write which gets
+// 412 can tell its own earlier success from someone else's object.
+const writeIDMeta = "tidemark-write-id"
+
+// condition is the precondition of a write.
+type condition struct {
+	ifNoneMatch bool   // PutIfAbsent
+	ifMatch     string // PutIfMatch: quoted ETag
+	writeID     string // set for conditional writes
+}
+
+func (c condition) conditional() bool { return c.ifNoneMatch || c.ifMatch != "" }
+
+// Put stores r under key, overwriting any object there.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+	_, err := s.put(ctx, "put", key, r, condition{})
+	return err
+}
+
+// PutIfAbsent stores r under key only if no object is there, and returns
+// the new ETag; otherwise it fails with blobstore.ErrPreconditionFailed.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
+	return s.put(ctx, "put-if-absent", key, r, condition{ifNoneMatch: true, writeID: newWriteID()})
+}
+
+// PutIfMatch replaces the object at key only if its ETag is etag, and
+// returns the new ETag; otherwise (also when the key is missing) it fails
+// with blobstore.ErrPreconditionFailed.
+func (s *Store) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (string, error) {
+	if strings.Trim(etag, `"`) == "" {
+		if _, err := s.objectKey(key); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("s3store: put-if-match %q: empty etag: %w", key, blobstore.ErrPreconditionFailed)
+	}
+	return s.put(ctx, "put-if-match", key, r, condition{ifMatch: quote(etag), writeID: newWriteID()})
+}
+
+func newWriteID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Store) metadata(c condition) map[string]string {
+	if c.writeID == "" {
+		return nil
+	}
+	return map[string]string{writeIDMeta: c.writeID}
+}
+
+// readFull fills buf from r like io.ReadFull but checks ctx between reads,
+// so a cancelled upload stops reading even if r keeps producing. It
+// returns io.EOF (not io.ErrUnexpectedEOF) whenever r ended.
+func readFull(ctx context.Context, r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, io.EOF
+		}
+		if err != nil {
+			return n, fmt.Errorf("read: %w", err)
+		}
+	}
+	return n, ctx.Err()
+}
+
+// put is the body of Put, PutIfAbsent and PutIfMatch; it returns the new
+// ETag.
+func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c condition) (string, error) {
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return "", err
+	}
+	buf := s.getBuf()
+	n, err := readFull(ctx, r, *buf)
+	if err != nil && err != io.EOF {
+		s.putBuf(buf)
+		return "", fmt.Errorf("s3store: %s %q: %w", op, key, err)
+	}
+	if err == io.EOF {
+		etag, err := s.putSingle(ctx, okey, (*buf)[:n], c)
+		// The buffer goes back to the pool only after a success: after a
+		// failed request the HTTP transport may still be reading the body
+		// in another goroutine.
+		if err == nil {
+			s.putBuf(buf)
+		}
+		return s.resolve(ctx, op, key, okey, etag, err, c)
+	}
+	etag, err := s.putMultipart(ctx, okey, buf, n, r, c)
+	return s.resolve(ctx, op, key, okey, etag, err, c)
+}
+
+func (s *Store) putSingle(ctx context.Context, okey string, data []byte, c condition) (string, error) {
+	in := &s3.PutObjectInput{
+		Bucket:        &s.bucket,
+		Key:           &okey,
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		Metadata:      s.metadata(c),
+	}
+	s.setSSE(&in.ServerSideEncryption, &in.SSEKMSKeyId)
+	if c.ifNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if c.ifMatch != "" {
+		in.IfMatch = aws.String(c.ifMatch)
+	}
+	out, err := s.client.PutObject(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	return unquote(out.ETag), nil
+}
+
+func (s *Store) setSSE(sse *types.ServerSideEncryption, kms **string) {
+	*sse = s.sse
+	if s.kmsKey != "" {
+		*kms = aws.String(s.kmsKey)
+	}
+}
+
+// resolve maps the outcome of a write. A failed condition on a
+// conditional write is checked against the stored object's write id: if
+// it is ours, an earlier attempt of this very write succeeded (its
+// response was lost and the SDK retried), and the write succeeded.
+func (s *Store) resolve(ctx context.Context, op, key, okey, etag string, err error, c condition) (string, error) {
+	if err == nil {
+		return etag, nil
+	}
+	code, _ := errCodes(err)
+	if c.conditional() && (isPrecondition(err) || code == "NoSuchUpload") {
+		// NoSuchUpload: a retried Complete whose first attempt completed
+		// the upload. Either way the stored object tells.
+		if etag, ok := s.ownWrite(ctx, okey, c.writeID); ok {
+			return etag, nil
+		}
+		if code == "NoSuchUpload" {
+			return "", s.wrap(op, key, err, false)
+		}
+	}
+	if c.ifMatch != "" && code == "NoSuchKey" {
+		// AWS answers If-Match on a missing key with 404; for PutIfMatch
+		// that is a failed condition like any other.
+		return "", fmt.Errorf("s3store: %s %q: no object to match: %w", op, key, blobstore.ErrPreconditionFailed)
+	}
+	return "", s.wrap(op, key, err, c.conditional())
+}
+
+// ownWrite reports whether the object at okey was written with writeID,
+// and its ETag.
+func (s *Store) ownWrite(ctx context.Context, okey, writeID string) (string, bool) {
+	if writeID == "" {
+		return "", false
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &okey})
+	if err != nil {
+		return "", false
+	}
+	for k, v := range out.Metadata {
+		if strings.EqualFold(k, writeIDMeta) && v == writeID {
+			return unquote(out.ETag), true
+		}
+	}
+	return "", false
+}
+
+// part is one filled buffer on its way to a worker.
+type part struct {
+	num int32
+	buf *[]byte
+	n   int
+}
+
+// putMultipart uploads first[:n] and the rest of r as a multipart upload
+// and completes it under condition c. On any failure it aborts the upload.
+func (s *Store) putMultipart(ctx context.Context, okey string, first *[]byte, n int, r io.Reader, c condition) (string, error) {
+	cin := &s3.CreateMultipartUploadInput{
+		Bucket:   &s.bucket,
+		Key:      &okey,
+		Metadata: s.metadata(c),
+	}
+	s.setSSE(&cin.ServerSideEncryption, &cin.SSEKMSKeyId)
+	if s.crc32 {
+		// Ask for CRC32 part checksums explicitly, as the SDK's uploaders
+		// do: the SDK computes one for every UploadPart by default, and
+		// Complete must then list them, which needs the algorithm set on
+		// Create.
+		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	}
+	created, err := s.client.CreateMultipartUpload(ctx, cin)
+	if err != nil {
+		s.putBuf(first)
+		return "", err
+	}
+	uploadID := created.UploadId
+
+	// upCtx is cancelled at the first failure, which stops the reader and
+	// the other workers.
+	upCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu        sync.Mutex
+		completed []types.CompletedPart
+		wg        sync.WaitGroup
+	)
+	parts := make(chan part) // unbuffered: Concurrency buffers in workers + 1 being filled
+	for range s.conc {
+		wg.Go(func() {
+			for p := range parts {
+				if upCtx.Err() != nil {
+					s.putBuf(p.buf) // failed already: drain without sending
+					continue
+				}
+				pin := &s3.UploadPartInput{
+					Bucket:        &s.bucket,
+					Key:           &okey,
+					UploadId:      uploadID,
+					PartNumber:    aws.Int32(p.num),
+					Body:          bytes.NewReader((*p.buf)[:p.n]),
+					ContentLength: aws.Int64(int64(p.n)),
+				}
+				if s.crc32 {
+					pin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+				}
+				out, err := s.client.UploadPart(upCtx, pin)
+				if err != nil {
+					cancel(fmt.Errorf("upload part %d: %w", p.num, err))
+					continue
+				}
+				s.putBuf(p.buf)
+				mu.Lock()
+				completed = append(completed, types.CompletedPart{
+					PartNumber:    aws.Int32(p.num),
+					ETag:          out.ETag,
+					ChecksumCRC32: out.ChecksumCRC32,
+				})
+				mu.Unlock()
+			}
+		})
+	}
+
+	send := func(p part) bool {
+		select {
+		case parts <- p:
+			return true
+		case <-upCtx.Done():
+			return false
+		}
+	}
+	readErr := func() error {
+		if !send(part{num: 1, buf: first, n: n}) {
+			s.putBuf(first)
+			return nil
+		}
+		for num := int32(2); ; num++ {
+			buf := s.getBuf()
+			m, err := readFull(upCtx, r, *buf)
+			if err != nil && err != io.EOF {
+				return err
+			}
+			if m > 0 {
+				if num > MaxParts {
+					return fmt.Errorf("object larger than %d parts of %d bytes (raise PartSize)", MaxParts, s.partSize)
+				}
+				if !send(part{num: num, buf: buf, n: m}) {
+					s.putBuf(buf)
+					return nil
+				}
+			} else {
+				s.putBuf(buf)
+			}
+			if err == io.EOF {
+				return nil
+			}
+		}
+	}()
+	if readErr != nil {
+		cancel(readErr) // stop the workers now rather than after their parts
+	}
+	close(parts)
+	wg.Wait()
+
+	// The first failure wins: a worker's error cancels upCtx, which may
+	// then surface in the reader as a cancellation.
+	err = context.Cause(upCtx)
+	if err == nil {
+		err = ctx.Err() // the reader finished just as ctx was cancelled
+	}
+	if err != nil {
+		return "", s.abort(okey, uploadID, err)
+	}
+
+	slices.SortFunc(completed, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
+	in := &s3.CompleteMultipartUploadInput{
+		Bucket:          &s.bucket,
+		Key:             &okey,
+		UploadId:        uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+	}
+	// S3 checks conditions only here, when the object would become
+	// visible; Create and UploadPart take none.
+	if c.ifNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if c.ifMatch != "" {
+		in.IfMatch = aws.String(c.ifMatch)
+	}
+	out, err := s.client.CompleteMultipartUpload(ctx, in)
+	if err != nil {
+		// A failed Complete (412 included) leaves the upload and its parts
+		// pending until aborted.
+		return "", s.abort(okey, uploadID, err)
+	}
+	return unquote(out.ETag), nil
+}
+
+// abort aborts a multipart upload that failed with cause, and returns
+// cause (with the abort's own failure appended, if any). It uses a fresh
+// context: the caller's may be cancelled, which is often why we are
+// aborting. If the abort fails too (the server is down),
+// AbortIncompleteUploads removes the upload in a later sweep.
+func (s *Store) abort(okey string, uploadID *string, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	defer cancel()
+	_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket: &s.bucket, Key: &okey, UploadId: uploadID,
+	})
+	if err != nil {
+		if code, _ := errCodes(err); code != "NoSuchUpload" {
+			return fmt.Errorf("%w (abort of upload %s also failed, left for AbortIncompleteUploads: %v)",
+				cause, aws.ToString(uploadID), err)
+		}
+	}
+	return cause
+}
