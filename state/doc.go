@@ -1,0 +1,79 @@
+// Package state is Pebble-backed keyed state for stream operators, with
+// native checkpoints made of hard links and a classification of the
+// checkpoint files that lets the object-store layer upload them
+// incrementally.
+//
+// # Layout
+//
+// A [Store] keeps the state of several owners (operator instances) in one
+// directory, one Pebble database per owner:
+//
+//	<dir>/<owner>/        a Pebble DB (MANIFEST-*, OPTIONS-*, *.log, *.sst, …)
+//
+// One database per owner, rather than one database with prefixed keys,
+// makes an owner's checkpoint its own directory (which is what
+// checkpoint.CheckpointData.StateDirs names), keeps owners from sharing
+// compactions and file numbers, and lets an owner be dropped or moved by
+// removing a directory. The owners share one block cache and one file
+// cache, so memory grows with the number of owners only by their
+// memtables (see [Options]).
+//
+// Owner ids are one path segment of 1–255 bytes of [A-Za-z0-9._-], not
+// "." or ".." ([ValidateOwnerID]); anything else fails with
+// [ErrInvalidOwner] before touching the disk, so an id can never name a
+// directory outside the store. Ids are case-sensitive: use a
+// case-sensitive filesystem.
+//
+// # Reads and writes
+//
+// [Owner.Get], [Owner.Set], [Owner.Delete], [Owner.Apply] (an atomic
+// batch) and [Owner.Scan] (a prefix iterator) are safe for concurrent use.
+// Writes are not fsynced by default: the durability point of a stream
+// processor is the checkpoint, and whatever was written after the last
+// checkpoint is replayed from the source after a failure
+// ([Options.SyncWrites] changes this).
+//
+// # Checkpoints
+//
+// [Store.Checkpoint] takes a native Pebble checkpoint of every owner into
+// <dir>/<owner>: SSTs are hard-linked, the MANIFEST, OPTIONS and WAL are
+// copied, and the new directories and their parents are fsynced before it
+// returns. Before checkpointing an owner the Store flushes its memtable
+// (unless [Options.NoFlushOnCheckpoint]), so the WAL in the checkpoint is
+// nearly empty and what changed since the previous checkpoint sits in new,
+// immutable SSTs: an incremental upload then costs the change, not the
+// memtable. Pebble's WAL recycling is turned off for the same reason: a
+// recycled WAL is as long as its predecessor, stale tail included, and
+// every checkpoint would upload it (see noRecycleFS). Each owner is captured at some moment during the call; for a
+// consistent cut across owners the caller checkpoints while the operators
+// are quiescent (at the barrier).
+//
+// A checkpoint directory is opened with [OpenCheckpoint], which copies it
+// into a working directory first (hard links for SSTs, copies for the rest)
+// because Pebble writes into the directory it opens: the checkpoint itself
+// stays immutable and can be restored again.
+//
+// # Incremental upload
+//
+// [ListFiles] lists a checkpoint directory and [Classify] says which files
+// are [Immutable] (Pebble SSTs *.sst and blob files *.blob: never modified
+// after they are written, so they can be uploaded once and shared by later
+// checkpoints) and which are [Private] (MANIFEST, OPTIONS, WAL, markers:
+// belong to one checkpoint only). Private is always the safe answer.
+//
+// A shared file must NOT be named in the object store by its Pebble file
+// name. File numbers are unique only within one database lineage: a
+// database reopened from a restored checkpoint on another node (or on two
+// nodes, a zombie and its successor) continues from the same next file
+// number and may write a different 000123.sst than another lineage wrote.
+// checkpoint.BlobStorage therefore names a shared file by the checkpoint
+// id and writer epoch that first uploaded it, which no other lineage can
+// repeat, and recognises an unchanged SST in a later checkpoint by its
+// inode (Checkpoint hard-links SSTs), so it is neither hashed nor
+// uploaded again. [DigestFile] computes a file's SHA-256 for checks.
+//
+// # Errors
+//
+// Errors wrap [ErrInvalidOwner], [ErrClosed] and [ErrUnsupportedFile]
+// with %w; an existing destination wraps fs.ErrExist.
+package state
