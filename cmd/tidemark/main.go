@@ -1,0 +1,124 @@
+// Command tidemark runs the Tidemark demo job and operates on the
+// checkpoints and savepoints of any store.
+//
+// # Commands
+//
+//	tidemark demo                      word-count job: checkpoints, crash, resume, exactly-once check
+//	tidemark ls                        checkpoints and savepoints with status, size and age
+//	tidemark show ID                   one checkpoint: record, offsets, files
+//	tidemark verify ID|LABEL           re-read a checkpoint or savepoint and check every digest
+//	tidemark savepoint create LABEL    archive the latest completed checkpoint
+//	tidemark savepoint restore LABEL   make a savepoint the latest completed checkpoint
+//	tidemark savepoint ls|rm LABEL     list, remove savepoints
+//	tidemark savepoint cp LABEL SRC DST  copy a savepoint between stores, verifying it
+//	tidemark gc [--dry-run] [--keep N] apply retention, delete what nothing needs
+//
+// The store is a URL (--store or $TIDEMARK_STORE): file:///dir, s3://bucket/prefix?…
+//
+// # Exit codes
+//
+//	0  success
+//	1  error (store unreachable, not found, fenced, …)
+//	2  usage (unknown command or flag, wrong arguments)
+//	3  verification failed: corrupt data, or the demo's exactly-once check failed
+//	130 interrupted (Ctrl-C); 137 the demo's --crash-after-records crash
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tidemark-io/tidemark/archive"
+	_ "github.com/tidemark-io/tidemark/blobstore/memstore" // mem://
+	"github.com/tidemark-io/tidemark/demo"
+	_ "github.com/tidemark-io/tidemark/filestore" // file://
+	_ "github.com/tidemark-io/tidemark/s3store"   // s3://
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitVerify      = 3
+	exitInterrupted = 130
+	exitCrashed     = 137
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		getenv:   os.Getenv,
+		terminal: isTerminal(os.Stdout) && isTerminal(os.Stderr),
+		crash:    func() { os.Exit(exitCrashed) },
+	})
+	stop()
+	os.Exit(code)
+}
+
+// env is what a run of the command sees of the world; tests supply their
+// own.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// terminal enables progress bars for long transfers.
+	terminal bool
+	// crash ends the process abruptly (the demo's --crash-after-records);
+	// nil makes the demo stop as if crashed and exit 137 without exiting.
+	crash func()
+}
+
+// usageError marks errors in how the command was called (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// errVerify marks a failed verification that is not an archive.ErrCorrupt
+// (exit 3).
+var errVerify = errors.New("verification failed")
+
+// run executes the command line args and returns the exit code.
+func run(ctx context.Context, args []string, e env) int {
+	root := newRoot(e)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(ctx, err)
+	if jsonOutput(root) {
+		writeJSON(e.stderr, map[string]any{"error": err.Error(), "exit_code": code})
+	} else {
+		fmt.Fprintf(e.stderr, "tidemark: %v\n", err)
+		if code == exitUsage {
+			fmt.Fprintln(e.stderr, "Run 'tidemark --help' (or 'tidemark COMMAND --help') for usage.")
+		}
+	}
+	return code
+}
+
+// exitCode classifies err.
+func exitCode(ctx context.Context, err error) int {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
+		return exitVerify
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.Is(err, demo.ErrCrashed):
+		return exitCrashed
+	}
+	return exitError
+}

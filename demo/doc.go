@@ -1,0 +1,50 @@
+// Package demo is the engine of `tidemark demo`: a keyed-aggregation job
+// (word counts) that runs on Tidemark's checkpoints, importable by tests.
+//
+// # The job
+//
+// A [Source] generates a deterministic, replayable stream of words:
+// record i is always the same word, so seeking to an offset replays
+// exactly what was read from there before, like a partitioned log. The
+// job folds each batch of records into keyed state (package state: one
+// Pebble database per owner, the word counts and the record total) and
+// into the output of the current checkpoint: the count each word gained
+// since the previous one.
+//
+// # Checkpoints and the two-phase protocol
+//
+// Every Config.Interval (or Config.EveryRecords) the job cuts a
+// checkpoint between two batches and hands its three parts to a
+// checkpoint.Coordinator: the source offsets, the state (a native Pebble
+// checkpoint into Storage.StateDir(id)) and the sink's acknowledgement
+// that the output is staged. The Coordinator persists the checkpoint as
+// prepared (uploading the state when the Storage is a
+// checkpoint.BlobStorage), commits the sink transaction, and persists the
+// checkpoint as completed.
+//
+// # The sink
+//
+// [Sink] is a transactional file sink in a blobstore.Blobstore: one
+// transaction per checkpoint, staged as a file and committed by creating
+// the committed file with a single create-if-absent, which also makes
+// "was it committed?" a durable, node-independent question (see [Sink]).
+//
+// # Recovery
+//
+// [Run] starts by taking the writer role (fencing any previous writer),
+// lets checkpoint.Recover decide from the latest checkpoint and the sink
+// what to restore, aborts every transaction that can no longer commit,
+// materializes the state (downloading it on an empty node), seeks the
+// source and continues. Whatever point the previous run died at, the
+// committed output ends up holding every record exactly once: at the end
+// Run recomputes the expected counts from the source and compares them
+// with the sum over the committed transactions and with the state
+// ([CheckExactlyOnce]).
+//
+// # Errors
+//
+// Run's errors wrap [ErrCrashed] (an injected crash: run again to
+// resume), [ErrNotExactlyOnce] (the final check failed), [ErrJobMismatch]
+// (the store holds a job with other parameters), checkpoint.ErrFenced
+// (another writer took over) or the context's error.
+package demo

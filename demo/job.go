@@ -1,0 +1,592 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// Defaults of Config.
+const (
+	DefaultRecords  = 200_000
+	DefaultBatch    = 1000
+	DefaultInterval = 2 * time.Second
+	DefaultGCEvery  = 5
+)
+
+// CrashMarkerPrefix starts the key of the marker a run writes before its
+// injected crash (Config.CrashAfter), so that the crash happens once.
+const CrashMarkerPrefix = "demo/crashed-at-"
+
+// TxnID is the sink's transactional id recorded in every checkpoint.
+const TxnID = "tidemark-demo-wordcount"
+
+// Errors of Run.
+var (
+	// ErrCrashed is returned (wrapped) when the run stopped at an injected
+	// crash (Config.CrashAfter without Config.Crash, or a Config.Hook that
+	// returned checkpoint.HookHalt): nothing after the crash point was
+	// done, exactly as if the process had died. Run again to resume.
+	ErrCrashed = errors.New("demo: crashed (injected)")
+	// ErrNotExactlyOnce is returned (wrapped) when the final check finds
+	// the committed output or the state different from the expected
+	// counts.
+	ErrNotExactlyOnce = errors.New("demo: exactly-once check failed")
+	// ErrJobMismatch is returned (wrapped) when the store holds a job with
+	// other parameters (records, words) than the ones given.
+	ErrJobMismatch = errors.New("demo: the store holds another job")
+)
+
+// Config describes one run of the word-count job. Storage, Sink and Dir
+// are required; every other zero field takes the default documented on it.
+type Config struct {
+	// Storage keeps the checkpoints: a checkpoint.BlobStorage (the demo's
+	// normal case: checkpoints in a Blobstore, resumable from any node) or
+	// a checkpoint.FileStorage. A Storage with an
+	// Acquire(ctx) (uint64, error) method (BlobStorage) is acquired first,
+	// which fences any previous writer.
+	Storage checkpoint.Storage
+	// Sink is the transactional output.
+	Sink *Sink
+	// Dir is the local working directory; the live state is Dir/live. It
+	// may be empty or absent: the state comes from the checkpoint.
+	Dir string
+
+	// Records is the number of records of the source. Default:
+	// DefaultRecords.
+	Records uint64
+	// Words is the source's vocabulary size. Default: DefaultWords.
+	Words int
+	// Batch is the number of records read and applied at a time; a
+	// checkpoint is taken between batches. Default: DefaultBatch.
+	Batch int
+	// Interval is the time between checkpoints. Default: DefaultInterval.
+	Interval time.Duration
+	// EveryRecords, if not zero, also takes a checkpoint every that many
+	// records (whichever of Interval and EveryRecords comes first).
+	EveryRecords uint64
+
+	// GC, if set, is called after every GCEvery completed checkpoints
+	// (BlobStorage.GC for the demo). An error wrapping checkpoint.ErrFenced
+	// stops the run; other errors are logged.
+	GC func(ctx context.Context) error
+	// GCEvery: default DefaultGCEvery.
+	GCEvery int
+	// PruneLocal removes the local state directory of each checkpoint
+	// once a newer one completed. Set it when Storage keeps state
+	// elsewhere (BlobStorage); never with FileStorage, whose local state
+	// directories are the checkpoints.
+	PruneLocal bool
+	// State configures the Pebble state. The demo's default keeps memory
+	// small (1 MiB memtables, 4 MiB cache) so that SSTs are written, and
+	// checkpoints are incremental, even for a small run.
+	State state.Options
+
+	// Slow sleeps this long after every batch, so that a run lasts long
+	// enough to be killed from outside.
+	Slow time.Duration
+	// CrashAfter, if not zero, crashes the run when the source offset
+	// reaches it. The crash happens once per store: just before it, the
+	// run writes the marker CrashMarkerPrefix+<offset> next to the sink's
+	// files, and a run that finds the marker does not crash, so running
+	// the same command again resumes and completes. The crash calls Crash
+	// (the CLI passes one that exits the process with status 137), or,
+	// when Crash is nil, stops the run as a crash would and returns
+	// ErrCrashed.
+	CrashAfter uint64
+	// Crash is the crash of CrashAfter.
+	Crash func()
+	// Hook is passed to the Coordinator (a test seam to crash at each
+	// protocol step); checkpoint.HookHalt ends the run with ErrCrashed.
+	Hook func(step checkpoint.Step, id string) checkpoint.HookAction
+
+	// Progress, if set, receives progress events: at the start, after
+	// every completed checkpoint, about once a second while records flow,
+	// and at the end. Called from the run's goroutine.
+	Progress func(Progress)
+	// Logger receives warnings (failed GC, advisory errors). Default: discard.
+	Logger *slog.Logger
+}
+
+// Progress is a progress event of Run.
+type Progress struct {
+	// Event is "start", "records", "checkpoint" or "done".
+	Event string
+	// Offset is the source offset (records consumed in total); Records is
+	// the source's size.
+	Offset, Records uint64
+	// Checkpoints is the number of checkpoints completed by this run;
+	// LastCompleted the id of the last one.
+	Checkpoints   int
+	LastCompleted string
+	// Action and From describe the start: what recovery decided and the
+	// checkpoint restored ("" when starting fresh).
+	Action string
+	From   string
+}
+
+// Result is what Run did.
+type Result struct {
+	// Action is recovery's decision (start-fresh, restore, promote) and
+	// RestoredID the checkpoint it restored ("" when starting fresh).
+	Action     checkpoint.Action
+	RestoredID string
+	// Abandoned is the prepared checkpoint recovery abandoned, if any.
+	Abandoned string
+	// StartOffset is the source offset the run resumed from, EndOffset
+	// where it stopped.
+	StartOffset, EndOffset uint64
+	// Checkpoints is the number of checkpoints this run completed, and
+	// LastID the id of the last one.
+	Checkpoints int
+	LastID      string
+	// Check is the exactly-once check (zero if the run did not reach it).
+	Check Check
+}
+
+// withDefaults fills the zero fields of c.
+func (c Config) withDefaults() Config {
+	if c.Records == 0 {
+		c.Records = DefaultRecords
+	}
+	if c.Words <= 0 {
+		c.Words = DefaultWords
+	}
+	if c.Batch <= 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.GCEvery <= 0 {
+		c.GCEvery = DefaultGCEvery
+	}
+	if c.State.MemTableSize == 0 {
+		c.State.MemTableSize = 1 << 20
+	}
+	if c.State.CacheSize == 0 {
+		c.State.CacheSize = 4 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// acquirer is implemented by a Storage with a writer role (BlobStorage).
+type acquirer interface {
+	Acquire(ctx context.Context) (uint64, error)
+}
+
+// Run runs the word-count job to the end of its source, resuming from the
+// latest checkpoint in cfg.Storage, and then checks that the committed
+// output and the state hold every record exactly once.
+//
+// On start it takes the writer role (Acquire, for storages that have
+// one), lets checkpoint.Recover decide what to restore (asking the sink
+// whether a prepared checkpoint's transaction committed), aborts every
+// transaction that cannot commit any more, materializes the checkpoint's
+// state directories (downloading them from the store on an empty node),
+// opens the state from them and seeks the source to the checkpoint's
+// offsets. It then reads the source in batches, folds each into the
+// state and into the output of the current checkpoint, and every
+// Interval (or EveryRecords) takes a checkpoint through the Coordinator's
+// two-phase protocol. At the end of the source it takes a final
+// checkpoint, waits for it to complete, and runs CheckExactlyOnce.
+//
+// A cancelled ctx stops the run where it is, like a crash, with ctx's
+// error. The returned Result is filled as far as the run got.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Storage == nil || cfg.Sink == nil || cfg.Dir == "" {
+		return Result{}, errors.New("demo: run: Storage, Sink and Dir are required")
+	}
+	r := &runner{cfg: cfg, src: NewSource(cfg.Records, cfg.Words)}
+	res, err := r.run(ctx)
+	if cerr := r.close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// runner is the state of one Run.
+type runner struct {
+	cfg   Config
+	src   *Source
+	state *state.Store
+	cnt   *counts
+	coord *checkpoint.Coordinator
+
+	lastID  string   // greatest checkpoint id used (any status, any node)
+	local   []string // ids whose local state directory this run may prune
+	pending map[string]uint64
+
+	completed chan string // ids of completed checkpoints, from OnCompleted
+	halted    chan struct{}
+	haltOnce  sync.Once
+}
+
+func (r *runner) close() error {
+	if r.coord != nil {
+		r.coord.Stop()
+	}
+	if r.state != nil {
+		return r.state.Close()
+	}
+	return nil
+}
+
+func (r *runner) progress(p Progress) {
+	if r.cfg.Progress != nil {
+		p.Records = r.cfg.Records
+		r.cfg.Progress(p)
+	}
+}
+
+func (r *runner) halt() { r.haltOnce.Do(func() { close(r.halted) }) }
+
+func (r *runner) run(ctx context.Context) (Result, error) {
+	cfg := r.cfg
+	var res Result
+
+	// 1. Take the writer role before reading anything: from here on a
+	// previous writer (dead or cut off) can no longer move the pointers,
+	// so what Recover reads is what stays.
+	if a, ok := cfg.Storage.(acquirer); ok {
+		if _, err := a.Acquire(ctx); err != nil {
+			return res, fmt.Errorf("demo: acquire writer: %w", err)
+		}
+	}
+
+	// 2. Decide what to restore.
+	dec, err := checkpoint.Recover(ctx, cfg.Storage, cfg.Sink.Committed)
+	if err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
+	res.Action = dec.Action
+	if dec.Abandoned != nil {
+		res.Abandoned = dec.Abandoned.ID
+		if err := cfg.Sink.Abort(ctx, dec.Abandoned.ID); err != nil {
+			return res, fmt.Errorf("demo: abort abandoned checkpoint: %w", err)
+		}
+	}
+	if _, err := cfg.Sink.Sweep(ctx); err != nil {
+		return res, err
+	}
+	// Never reuse an id: not one a checkpoint record has, nor one the
+	// sink has seen (a transaction staged, or aborted above, by a run
+	// that crashed before persisting its checkpoint).
+	sinkLast, err := cfg.Sink.LastID(ctx)
+	if err != nil {
+		return res, err
+	}
+	if dec.Latest != nil {
+		r.lastID = dec.Latest.ID
+	}
+	r.lastID = max(r.lastID, sinkLast)
+
+	// 3. Open the state: from the checkpoint, or empty.
+	live := filepath.Join(cfg.Dir, "live")
+	if err := os.RemoveAll(live); err != nil {
+		return res, fmt.Errorf("demo: clear live state: %w", err)
+	}
+	var ops operatorState
+	if cp := dec.Checkpoint; cp != nil {
+		res.RestoredID = cp.ID
+		off, err := DecodeOffsets(cp.Offsets())
+		if err != nil {
+			return res, err
+		}
+		if off.Records != cfg.Records || off.Words != cfg.Words {
+			return res, fmt.Errorf("%w: checkpoint %s is of a job with %d records and %d words, not %d and %d",
+				ErrJobMismatch, cp.ID, off.Records, off.Words, cfg.Records, cfg.Words)
+		}
+		if err := checkpoint.Materialize(ctx, cfg.Storage, cp); err != nil {
+			return res, fmt.Errorf("demo: materialize %s: %w", cp.ID, err)
+		}
+		r.state, err = state.OpenCheckpoint(ctx, cfg.Storage.StateDir(cp.ID), live, cfg.State)
+		if err != nil {
+			return res, fmt.Errorf("demo: open state of %s: %w", cp.ID, err)
+		}
+		if err := json.Unmarshal(cp.Operators[operatorKey], &ops); err != nil {
+			return res, fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+		}
+		r.src.Seek(off.Next)
+		r.local = append(r.local, cp.ID)
+	} else {
+		r.state, err = state.Open(live, cfg.State)
+		if err != nil {
+			return res, fmt.Errorf("demo: open state: %w", err)
+		}
+	}
+	if r.cnt, err = openCounts(r.state); err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
+	// The state must agree with the offsets: both come from one checkpoint.
+	if total, err := r.cnt.total(); err != nil {
+		return res, err
+	} else if total != r.src.Offset() {
+		return res, fmt.Errorf("demo: checkpoint %s: state holds %d records but the offsets say %d",
+			res.RestoredID, total, r.src.Offset())
+	}
+	res.StartOffset = r.src.Offset()
+	res.EndOffset = res.StartOffset
+	r.progress(Progress{Event: "start", Offset: r.src.Offset(), Action: dec.Action.String(), From: res.RestoredID})
+
+	// 4. The coordinator.
+	r.completed = make(chan string, 16)
+	r.halted = make(chan struct{})
+	c := checkpoint.NewCoordinator(cfg.Storage, TxnID)
+	c.CommitSink = cfg.Sink.Commit
+	c.AbortSink = cfg.Sink.Abort
+	c.Logger = cfg.Logger
+	c.OnCompleted = func(id string) {
+		select {
+		case r.completed <- id:
+		default: // never block the worker; the run waits one at a time
+		}
+	}
+	c.Hook = func(step checkpoint.Step, id string) checkpoint.HookAction {
+		select {
+		case <-r.halted: // crashed: do nothing more
+			return checkpoint.HookHalt
+		default:
+		}
+		if cfg.Hook == nil {
+			return checkpoint.HookContinue
+		}
+		a := cfg.Hook(step, id)
+		if a == checkpoint.HookHalt {
+			r.halt()
+		}
+		return a
+	}
+	c.Start(ctx)
+	r.coord = c
+
+	// 5. Process.
+	err = r.process(ctx, &res, ops)
+	res.EndOffset = r.src.Offset()
+	if err != nil {
+		return res, err
+	}
+
+	// 6. Check.
+	res.Check, err = CheckExactlyOnce(ctx, r.src, cfg.Sink, r.cnt)
+	r.progress(Progress{Event: "done", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
+	if err != nil {
+		return res, err
+	}
+	if !res.Check.OK() {
+		return res, fmt.Errorf("%w: %s", ErrNotExactlyOnce, res.Check)
+	}
+	return res, nil
+}
+
+// operatorKey is the key of the job's operator state in
+// CheckpointData.Operators.
+const operatorKey = "wordcount"
+
+// operatorState is the small, non-native operator state the job records
+// in CheckpointData.Operators: diagnostics carried from run to run.
+type operatorState struct {
+	// Runs counts the runs (starts) that took a checkpoint.
+	Runs int `json:"runs"`
+}
+
+// process reads the source to its end, checkpointing on the way, then
+// takes the final checkpoint and waits for it.
+func (r *runner) process(ctx context.Context, res *Result, ops operatorState) error {
+	cfg := r.cfg
+	ops.Runs++
+	opsBytes, _ := json.Marshal(ops)
+	buf := make([]string, cfg.Batch)
+	r.pending = map[string]uint64{}
+	var inFlight string // checkpoint injected but not yet completed
+	lastCkpt := time.Now()
+	lastTick := time.Now()
+	sinceCkpt := uint64(0)
+	crashMarker := fmt.Sprintf("%s%d", CrashMarkerPrefix, cfg.CrashAfter)
+	crashArmed := false
+	if cfg.CrashAfter > 0 && r.src.Offset() < cfg.CrashAfter {
+		done, err := cfg.Sink.bs.Exists(ctx, crashMarker)
+		if err != nil {
+			return fmt.Errorf("demo: read crash marker: %w", err)
+		}
+		crashArmed = !done
+	}
+
+	// wait blocks until checkpoint id completed, the coordinator failed or
+	// halted, or ctx is done.
+	wait := func(id string) error {
+		for {
+			select {
+			case got := <-r.completed:
+				res.Checkpoints++
+				res.LastID = got
+				if err := r.afterCompleted(ctx, got, res); err != nil {
+					return err
+				}
+				if got >= id {
+					return nil
+				}
+			case err := <-r.coord.Fatal():
+				return fmt.Errorf("demo: checkpoint: %w", err)
+			case <-r.halted:
+				return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	take := func() error {
+		// One checkpoint in flight at a time: the next is persisted only
+		// after the previous completed anyway (the Coordinator finalizes
+		// in order), and waiting here bounds the local state directories
+		// and the staged output to one checkpoint.
+		if inFlight != "" {
+			if err := wait(inFlight); err != nil {
+				return err
+			}
+			inFlight = ""
+		}
+		id, err := checkpoint.NextID(r.lastID)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		r.lastID = id
+		// The barrier: the source position, the state and the output are
+		// all cut between the same two batches.
+		r.coord.OnBarrierInjected(id, EncodeOffsets(r.src.Offsets()))
+		// A local directory of this id can only be the leftover of a run
+		// that crashed before persisting it (ids of persisted checkpoints
+		// are never reused): clear it, or the state checkpoint refuses.
+		if err := os.RemoveAll(cfg.Storage.StateDir(id)); err != nil {
+			return fmt.Errorf("demo: clear leftover state of %s: %w", id, err)
+		}
+		dirs, err := r.state.Checkpoint(ctx, cfg.Storage.StateDir(id))
+		if err != nil {
+			return fmt.Errorf("demo: state checkpoint %s: %w", id, err)
+		}
+		r.local = append(r.local, id)
+		r.coord.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
+		r.coord.OnSinkPrepared(id, cfg.Sink.Stage(ctx, id, r.pending))
+		r.pending = map[string]uint64{}
+		inFlight = id
+		lastCkpt, sinceCkpt = time.Now(), 0
+		return nil
+	}
+
+	for !r.src.Done() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		select {
+		case err := <-r.coord.Fatal():
+			return fmt.Errorf("demo: checkpoint: %w", err)
+		case <-r.halted:
+			return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
+		default:
+		}
+		n := r.src.Next(buf)
+		delta := make(map[string]uint64, min(n, cfg.Words))
+		for _, w := range buf[:n] {
+			delta[w]++
+			r.pending[w]++
+		}
+		if err := r.cnt.add(delta, uint64(n)); err != nil {
+			return err
+		}
+		sinceCkpt += uint64(n)
+
+		if crashArmed && r.src.Offset() >= cfg.CrashAfter {
+			if err := cfg.Sink.bs.Put(ctx, crashMarker, stringsReader(time.Now().UTC().Format(time.RFC3339))); err != nil {
+				return fmt.Errorf("demo: write crash marker: %w", err)
+			}
+			if cfg.Crash != nil {
+				cfg.Crash() // the CLI's never returns
+			}
+			r.halt()
+			return fmt.Errorf("demo: at offset %d: %w", r.src.Offset(), ErrCrashed)
+		}
+		if cfg.Slow > 0 {
+			select {
+			case <-time.After(cfg.Slow):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if time.Since(lastCkpt) >= cfg.Interval || (cfg.EveryRecords > 0 && sinceCkpt >= cfg.EveryRecords) {
+			if err := take(); err != nil {
+				return err
+			}
+		}
+		if time.Since(lastTick) >= time.Second {
+			lastTick = time.Now()
+			r.progress(Progress{Event: "records", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
+		}
+		// Collect completions as they come, for progress and pruning.
+		select {
+		case got := <-r.completed:
+			res.Checkpoints++
+			res.LastID = got
+			if err := r.afterCompleted(ctx, got, res); err != nil {
+				return err
+			}
+			if got == inFlight {
+				inFlight = ""
+			}
+		default:
+		}
+	}
+
+	// The final checkpoint, unless the last one already covers the end.
+	if sinceCkpt > 0 {
+		if err := take(); err != nil {
+			return err
+		}
+	}
+	if inFlight != "" {
+		if err := wait(inFlight); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// afterCompleted reports progress, prunes local state directories older
+// than id and runs GC every GCEvery checkpoints. Only a fenced GC is an
+// error: another writer took over and this run must stop.
+func (r *runner) afterCompleted(ctx context.Context, id string, res *Result) error {
+	r.progress(Progress{Event: "checkpoint", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: id})
+	if r.cfg.PruneLocal {
+		keep := r.local[:0]
+		for _, old := range r.local {
+			if old < id {
+				_ = os.RemoveAll(r.cfg.Storage.StateDir(old))
+				continue
+			}
+			keep = append(keep, old)
+		}
+		r.local = keep
+	}
+	if r.cfg.GC != nil && res.Checkpoints%r.cfg.GCEvery == 0 {
+		err := r.cfg.GC(ctx)
+		if errors.Is(err, checkpoint.ErrFenced) {
+			return fmt.Errorf("demo: gc: %w", err)
+		}
+		if err != nil {
+			r.cfg.Logger.Warn("demo: gc", "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/filestore"
+)
+
+// node is one machine running the job: its own empty local directory and
+// BlobStorage, sharing the store with every other node.
+func node(t *testing.T, bs blobstore.Blobstore) Config {
+	t.Helper()
+	dir := t.TempDir()
+	return Config{
+		Storage:      checkpoint.NewBlobStorage(bs, filepath.Join(dir, "checkpoints"), checkpoint.BlobOptions{Concurrency: 2}),
+		Sink:         NewSink(bs),
+		Dir:          dir,
+		Records:      20_000,
+		Words:        200,
+		Batch:        500,
+		Interval:     time.Hour, // checkpoints by count only: deterministic
+		EveryRecords: 3000,
+		PruneLocal:   true,
+	}
+}
+
+func fileStore(t *testing.T) blobstore.Blobstore {
+	t.Helper()
+	bs, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+func mustComplete(t *testing.T, cfg Config) Result {
+	t.Helper()
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v (result %+v)", err, res)
+	}
+	if !res.Check.OK() || res.Check.Records != cfg.Records {
+		t.Fatalf("check: %s", res.Check)
+	}
+	return res
+}
+
+func TestRunToCompletionIsExactlyOnce(t *testing.T) {
+	cfg := node(t, fileStore(t))
+	res := mustComplete(t, cfg)
+	if res.Action != checkpoint.ActionStartFresh || res.StartOffset != 0 || res.EndOffset != cfg.Records {
+		t.Fatalf("result %+v: want a fresh start reading 0..%d", res, cfg.Records)
+	}
+	// 20000 records, a checkpoint every 3000: 6 periodic + the final one.
+	if res.Checkpoints != 7 {
+		t.Fatalf("%d checkpoints completed, want 7", res.Checkpoints)
+	}
+	latest, err := cfg.Storage.LoadLatestCompleted(context.Background())
+	if err != nil || latest == nil || latest.ID != res.LastID {
+		t.Fatalf("latest completed = %v, %v; want %s", latest, err, res.LastID)
+	}
+}
+
+func TestRunAgainAfterCompletionOnlyChecks(t *testing.T) {
+	bs := fileStore(t)
+	first := mustComplete(t, node(t, bs))
+	again := mustComplete(t, node(t, bs))
+	if again.RestoredID != first.LastID || again.StartOffset != 20_000 || again.Checkpoints != 0 {
+		t.Fatalf("second run %+v: want a restore of %s at the end, no new checkpoint", again, first.LastID)
+	}
+}
+
+func TestRunResumesOnAnEmptyNodeAfterACrashExactlyOnce(t *testing.T) {
+	bs := fileStore(t)
+	crashing := node(t, bs)
+	crashing.CrashAfter = 10_200 // mid-way between checkpoints
+	res, err := Run(context.Background(), crashing)
+	if !errors.Is(err, ErrCrashed) {
+		t.Fatalf("crashing run: %v, want ErrCrashed", err)
+	}
+	if res.EndOffset < 10_200 || res.EndOffset >= 20_000 {
+		t.Fatalf("crashed at offset %d, want in [10200, 20000)", res.EndOffset)
+	}
+	// A new node with an empty disk resumes from the store.
+	resumed := mustComplete(t, node(t, bs))
+	if resumed.RestoredID == "" || resumed.StartOffset == 0 || resumed.StartOffset > 10_200 {
+		t.Fatalf("resume %+v: want a restore from a checkpoint at or before the crash", resumed)
+	}
+}
+
+func TestRunResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
+	for _, step := range checkpoint.Steps {
+		t.Run(string(step), func(t *testing.T) {
+			bs := fileStore(t)
+			crashing := node(t, bs)
+			n := 0
+			crashing.Hook = func(s checkpoint.Step, id string) checkpoint.HookAction {
+				if s == step {
+					if n++; n == 3 { // the third checkpoint dies at this step
+						return checkpoint.HookHalt
+					}
+				}
+				return checkpoint.HookContinue
+			}
+			if _, err := Run(context.Background(), crashing); !errors.Is(err, ErrCrashed) {
+				t.Fatalf("crashing run: %v, want ErrCrashed", err)
+			}
+			res := mustComplete(t, node(t, bs))
+			want := checkpoint.ActionRestore
+			if step == checkpoint.StepSinkCommitted {
+				// Committed but not promoted: recovery must promote it,
+				// or its output would be produced twice.
+				want = checkpoint.ActionPromote
+			}
+			if res.Action != want {
+				t.Fatalf("recovery action %v, want %v", res.Action, want)
+			}
+		})
+	}
+}
+
+func TestRunCancelledMidRunResumesExactlyOnce(t *testing.T) {
+	bs := fileStore(t)
+	cfg := node(t, bs)
+	cfg.Slow = time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.Progress = func(p Progress) {
+		if p.Event == "checkpoint" && p.Checkpoints == 2 {
+			cancel()
+		}
+	}
+	if _, err := Run(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v, want context.Canceled", err)
+	}
+	cancel()
+	cfg.Progress, cfg.Slow = nil, 0
+	// Same node, same directory: the leftover live state is rebuilt from
+	// the checkpoint, not trusted.
+	res := mustComplete(t, cfg)
+	if res.RestoredID == "" {
+		t.Fatalf("resume %+v: want a restore", res)
+	}
+}
+
+func TestRunWithFileStorageKeepsStateLocally(t *testing.T) {
+	dir := t.TempDir()
+	cfg := node(t, fileStore(t))
+	cfg.Storage = checkpoint.NewFileStorage(filepath.Join(dir, "checkpoints"))
+	cfg.PruneLocal = false
+	cfg.CrashAfter = 7000
+	if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("crashing run: %v, want ErrCrashed", err)
+	}
+	cfg.CrashAfter = 0
+	mustComplete(t, cfg)
+}
+
+func TestRunRefusesAStoreOfAnotherJob(t *testing.T) {
+	bs := fileStore(t)
+	mustComplete(t, node(t, bs))
+	other := node(t, bs)
+	other.Records = 30_000
+	if _, err := Run(context.Background(), other); !errors.Is(err, ErrJobMismatch) {
+		t.Fatalf("run with other records: %v, want ErrJobMismatch", err)
+	}
+}
+
+func TestRunDetectsOutputProducedTwice(t *testing.T) {
+	ctx := context.Background()
+	bs := fileStore(t)
+	cfg := node(t, bs)
+	mustComplete(t, cfg)
+	// Duplicate one committed transaction under a fresh id: exactly the
+	// damage a sink without transactions does on replay.
+	out, err := NewSink(bs).Output(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := bs.Get(ctx, OutPrefix+out.LastID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := readAllClose(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := checkpoint.NewID(999)
+	body = append([]byte(committedHeader+dup+"\n"), body[len(committedHeader+out.LastID+"\n"):]...)
+	if err := bs.Put(ctx, OutPrefix+dup, bytesReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(ctx, node(t, bs))
+	if !errors.Is(err, ErrNotExactlyOnce) || res.Check.OK() || res.Check.OutputWrong == 0 {
+		t.Fatalf("run over doubled output: %v, check %s; want ErrNotExactlyOnce", err, res.Check)
+	}
+}
+
+func TestRunPrunesLocalStateOfOlderCheckpoints(t *testing.T) {
+	cfg := node(t, fileStore(t))
+	res := mustComplete(t, cfg)
+	entries, err := os.ReadDir(filepath.Join(cfg.Dir, "checkpoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != res.LastID+".state" {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("local checkpoint dirs %v, want only %s.state", names, res.LastID)
+	}
+}
+
+func TestRunClearsLeftoverLocalStateOfAnUnpersistedCheckpoint(t *testing.T) {
+	cfg := node(t, fileStore(t))
+	// A run that crashed after its state checkpoint but before staging
+	// anything leaves StateDir of an id that will be used again.
+	junk := filepath.Join(cfg.Storage.StateDir(checkpoint.NewID(1)), OwnerCounts, "000001.sst")
+	if err := os.MkdirAll(filepath.Dir(junk), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(junk, []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustComplete(t, cfg)
+}
