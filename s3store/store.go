@@ -106,7 +106,17 @@ type Store struct {
 	kmsKey   string
 	crc32    bool // ask for CRC32 part checksums on multipart uploads
 	bufs     sync.Pool
+
+	// failedAborts are multipart uploads of this Store whose abort failed
+	// (the server was unreachable). AbortIncompleteUploads retries them by
+	// key and upload id first, since listing cannot be relied on to find
+	// them on every S3-compatible store (see uploads.go).
+	abortMu      sync.Mutex
+	failedAborts []pendingUpload
 }
+
+// pendingUpload names a multipart upload: store key and upload id.
+type pendingUpload struct{ key, id string }
 
 var _ blobstore.Blobstore = (*Store)(nil)
 

@@ -380,6 +380,9 @@ func (s *Store) abort(okey string, uploadID *string, cause error) error {
 	})
 	if err != nil {
 		if code, _ := errCodes(err); code != "NoSuchUpload" {
+			s.abortMu.Lock()
+			s.failedAborts = append(s.failedAborts, pendingUpload{key: okey, id: aws.ToString(uploadID)})
+			s.abortMu.Unlock()
 			return fmt.Errorf("%w (abort of upload %s also failed, left for AbortIncompleteUploads: %v)",
 				cause, aws.ToString(uploadID), err)
 		}

@@ -62,17 +62,22 @@ func (s *Store) uploads(ctx context.Context, full string) ([]types.MultipartUplo
 // failed too (the server was down) would otherwise leave its parts, and
 // their cost, behind; garbage collection calls this with a grace period
 // longer than any upload in progress. On MinIO pass the whole key of an
-// upload known to have failed: see the note on listing above.
+// upload known to have failed: see the note on listing above. Uploads of
+// this Store whose abort failed are retried first, by key and upload id,
+// whatever their age and whether or not a listing would find them.
 func (s *Store) AbortIncompleteUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
 	if err := blobstore.ValidatePrefix(prefix); err != nil {
 		return 0, err
 	}
+	n, err := s.retryFailedAborts(ctx, s.prefix+prefix)
+	if err != nil {
+		return n, err
+	}
 	cutoff := time.Now().Add(-olderThan)
 	ups, err := s.uploads(ctx, s.prefix+prefix)
 	if err != nil {
-		return 0, s.wrap("abort-incomplete-uploads", prefix, err, false)
+		return n, s.wrap("abort-incomplete-uploads", prefix, err, false)
 	}
-	n := 0
 	for _, u := range ups {
 		if u.Initiated != nil && u.Initiated.After(cutoff) {
 			continue
@@ -89,6 +94,41 @@ func (s *Store) AbortIncompleteUploads(ctx context.Context, prefix string, older
 		n++
 	}
 	return n, nil
+}
+
+// retryFailedAborts aborts the remembered uploads under the store key
+// prefix full whose abort failed earlier, and forgets those that are
+// gone. It returns how many it aborted.
+func (s *Store) retryFailedAborts(ctx context.Context, full string) (int, error) {
+	s.abortMu.Lock()
+	pending := s.failedAborts
+	s.failedAborts = nil
+	s.abortMu.Unlock()
+	n := 0
+	var keep []pendingUpload
+	var firstErr error
+	for _, u := range pending {
+		if !strings.HasPrefix(u.key, full) || firstErr != nil {
+			keep = append(keep, u)
+			continue
+		}
+		_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: &s.bucket, Key: aws.String(u.key), UploadId: aws.String(u.id),
+		})
+		switch code, _ := errCodes(err); {
+		case err == nil:
+			n++
+		case code == "NoSuchUpload":
+			// Completed, aborted or expired meanwhile.
+		default:
+			keep = append(keep, u)
+			firstErr = s.wrap("abort-incomplete-uploads", strings.TrimPrefix(u.key, s.prefix), err, false)
+		}
+	}
+	s.abortMu.Lock()
+	s.failedAborts = append(s.failedAborts, keep...)
+	s.abortMu.Unlock()
+	return n, firstErr
 }
 
 // IncompleteUploads returns the keys (relative to the store) of the
