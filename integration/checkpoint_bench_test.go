@@ -1,0 +1,436 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/integration/miniotest"
+	"github.com/tidemark-io/tidemark/s3store"
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// BenchmarkCheckpoint measures checkpoints of real Pebble state to MinIO:
+//
+//   - Full: the first checkpoint, into an empty bucket;
+//   - Incremental1pct: a checkpoint after 1% of the keys were overwritten
+//     (flush, native checkpoint, Save);
+//   - Restore: the latest checkpoint downloaded into an empty directory.
+//
+// Each reports, per operation, the bytes uploaded and downloaded, the
+// HTTP requests sent to MinIO (a multipart upload is several), the
+// Blobstore calls made, and the wall-clock seconds. The state is
+// TIDEMARK_BENCH_STATE_MIB MiB of incompressible values (default 256);
+// run it once:
+//
+//	go test -run '^$' -bench BenchmarkCheckpoint -benchtime=1x ./integration/
+//	TIDEMARK_BENCH_STATE_MIB=1024 go test -run '^$' -bench BenchmarkCheckpoint -benchtime=1x -timeout 30m ./integration/
+func BenchmarkCheckpoint(b *testing.B) {
+	stateMiB := 256
+	if s := os.Getenv("TIDEMARK_BENCH_STATE_MIB"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("TIDEMARK_BENCH_STATE_MIB=%q: want a positive number of MiB", s)
+		}
+		stateMiB = n
+	}
+	const (
+		valueSize = 1024
+		owners    = 2
+	)
+	keysPerOwner := uint64(stateMiB) << 20 / valueSize / owners
+	ctx := context.Background()
+
+	srv := miniotest.Shared(b)
+	requests := &countingTransport{base: benchTransport()}
+	raw, err := s3store.New(ctx, s3store.Options{
+		Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+		HTTPClient: &http.Client{Transport: requests},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := &countingStore{Blobstore: raw}
+
+	// Build the state. Values are pseudo-random, so Pebble's block
+	// compression gains nothing and the tables are as large as the data.
+	ids := make([]string, owners)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("op-%d", i)
+	}
+	live := filepath.Join(b.TempDir(), "live")
+	st, err := state.Open(live, state.Options{MemTableSize: 64 << 20, CacheSize: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	start := time.Now()
+	writeKeys(b, st, nil, ids, 1, 0, keysPerOwner, valueSize)
+	for _, id := range ids {
+		o, _ := st.Owner(id)
+		if err := o.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCompactionsQuiet(b, live)
+	// Logged by Full: a parent benchmark's log is not printed.
+	built := fmt.Sprintf("state: %d owners × %d keys × %d B values written and compacted in %v",
+		owners, keysPerOwner, valueSize, time.Since(start).Round(time.Millisecond))
+
+	// values remembers which value seed last wrote each overwritten key.
+	values := map[string]map[uint64]uint64{}
+	for _, id := range ids {
+		values[id] = map[uint64]uint64{}
+	}
+	var (
+		w      *checkpoint.BlobStorage // the writer of the last Full run
+		bs     blobstore.Blobstore     // its store (a prefix of the bucket)
+		seq    uint64
+		lastID string
+	)
+	nativeCheckpoint := func(b *testing.B) (*checkpoint.CheckpointData, int64) {
+		seq++
+		id := checkpoint.NewID(seq)
+		dirs, err := st.Checkpoint(ctx, w.StateDir(id))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return completedRecord(id, dirs), treeSize(b, w.StateDir(id))
+	}
+	// measure runs b.N operations: setup(i) prepares one (untimed) and
+	// returns it; only the operation is timed and counted.
+	measure := func(b *testing.B, setup func(i int) func()) {
+		b.Helper()
+		b.StopTimer()
+		var took time.Duration
+		var c blobCounts
+		var reqs int64
+		for i := range b.N {
+			op := setup(i)
+			before, req0, t0 := store.snapshot(), requests.n.Load(), time.Now()
+			b.StartTimer()
+			op()
+			b.StopTimer()
+			took += time.Since(t0)
+			c = c.add(store.snapshot().sub(before))
+			reqs += requests.n.Load() - req0
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(c.up)/(1<<20)/n, "upload-MiB")
+		b.ReportMetric(float64(c.down)/(1<<20)/n, "download-MiB")
+		b.ReportMetric(float64(reqs)/n, "requests")
+		b.ReportMetric(float64(c.ops())/n, "blob-ops")
+		b.ReportMetric(took.Seconds()/n, "s")
+		b.Logf("per op: %s", c.div(b.N))
+	}
+
+	b.Run("Full", func(b *testing.B) {
+		b.Log(built)
+		var d *checkpoint.CheckpointData
+		var size int64
+		measure(b, func(i int) func() {
+			// A fresh prefix and writer: nothing of the state is in the
+			// store yet, and nothing is remembered.
+			bs, err = blobstore.WithPrefix(store, fmt.Sprintf("full-%d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			w = checkpoint.NewBlobStorage(bs, b.TempDir(), checkpoint.BlobOptions{})
+			if _, err := w.Acquire(ctx); err != nil {
+				b.Fatal(err)
+			}
+			seq = 0
+			d, size = nativeCheckpoint(b)
+			return func() {
+				if err := w.Save(ctx, d); err != nil {
+					b.Fatalf("Save(%s): %v", d.ID, err)
+				}
+			}
+		})
+		lastID = d.ID
+		b.ReportMetric(float64(size)/(1<<20), "state-MiB")
+	})
+	if w == nil {
+		b.Fatal("Full did not run")
+	}
+
+	b.Run("Incremental1pct", func(b *testing.B) {
+		var native time.Duration
+		measure(b, func(i int) func() {
+			// Overwrite 1% of each owner's keys, picked at random, with
+			// values of a new seed.
+			rng := rand.New(rand.NewPCG(uint64(i), 42))
+			valueSeed := uint64(100 + i)
+			for _, id := range ids {
+				o, err := st.Owner(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				err = o.Apply(func(batch *state.Batch) error {
+					for range keysPerOwner / 100 {
+						k := rng.Uint64N(keysPerOwner)
+						values[id][k] = valueSeed
+						if err := batch.Set(stateKey(id, k), stateValue(id, valueSeed, k, valueSize)); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			t0 := time.Now()
+			d, _ := nativeCheckpoint(b) // flushes the memtables first
+			native += time.Since(t0)
+			return func() {
+				if err := w.Save(ctx, d); err != nil {
+					b.Fatalf("Save(%s): %v", d.ID, err)
+				}
+				lastID = d.ID
+			}
+		})
+		b.ReportMetric(native.Seconds()/float64(b.N), "native-s")
+	})
+
+	b.Run("Restore", func(b *testing.B) {
+		var node *checkpoint.BlobStorage
+		measure(b, func(int) func() {
+			node = checkpoint.NewBlobStorage(bs, b.TempDir(), checkpoint.BlobOptions{})
+			return func() {
+				if err := node.Restore(ctx, lastID); err != nil {
+					b.Fatalf("Restore(%s): %v", lastID, err)
+				}
+			}
+		})
+		// Restore checked every file's digest; check some keys too, the
+		// overwritten ones among them.
+		spotCheck(b, node.StateDir(lastID), ids, keysPerOwner, valueSize, values)
+	})
+}
+
+// spotCheck opens the restored state and compares 2000 keys per owner,
+// half of them among the overwritten ones, with what was written.
+func spotCheck(b *testing.B, stateDir string, ids []string, keysPerOwner uint64, valueSize int, values map[string]map[uint64]uint64) {
+	b.Helper()
+	st, err := state.OpenCheckpoint(context.Background(), stateDir, filepath.Join(b.TempDir(), "work"), state.Options{})
+	if err != nil {
+		b.Fatalf("OpenCheckpoint: %v", err)
+	}
+	defer st.Close()
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, id := range ids {
+		o, err := st.Owner(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		changed := slices.Collect(maps.Keys(values[id]))
+		for j := range 2000 {
+			k := rng.Uint64N(keysPerOwner)
+			if j%2 == 1 && len(changed) > 0 {
+				k = changed[rng.IntN(len(changed))]
+			}
+			seed := uint64(1)
+			if s, ok := values[id][k]; ok {
+				seed = s
+			}
+			got, ok, err := o.Get(stateKey(id, k))
+			if err != nil || !ok || string(got) != string(stateValue(id, seed, k, valueSize)) {
+				b.Fatalf("restored owner %q key %d: present=%v err=%v, value differs from what was written", id, k, ok, err)
+			}
+		}
+	}
+}
+
+// waitCompactionsQuiet waits until the set of tables under dir has not
+// changed for three seconds (Pebble compacts in the background after a
+// bulk load), so that the incremental checkpoint measures the 1% change
+// rather than the tail of the load's compactions.
+func waitCompactionsQuiet(b *testing.B, dir string) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	var prev []string
+	stable := 0
+	for stable < 3 {
+		if time.Now().After(deadline) {
+			b.Fatal("Pebble still compacting after 5 minutes")
+		}
+		var cur []string
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && filepath.Ext(p) == ".sst" {
+				cur = append(cur, p)
+			}
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if slices.Equal(cur, prev) {
+			stable++
+		} else {
+			stable = 0
+		}
+		prev = cur
+		time.Sleep(time.Second)
+	}
+}
+
+// treeSize returns the total size of the regular files under root.
+func treeSize(b *testing.B, root string) int64 {
+	b.Helper()
+	var n int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		n += fi.Size()
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// benchTransport is an HTTP transport with enough idle connections for
+// the parallel uploads of a checkpoint (the default keeps two per host).
+func benchTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 256
+	return t
+}
+
+// countingTransport counts the HTTP requests sent.
+type countingTransport struct {
+	base http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.base.RoundTrip(r)
+}
+
+// blobCounts are the calls made through a countingStore and the bytes
+// they moved.
+type blobCounts struct {
+	put, get, stat, list, del int64 // calls (Put* are put, GetRange is get, Exists is stat)
+	up, down                  int64 // bytes read from Put* readers, bytes read from Get* bodies
+}
+
+func (c blobCounts) ops() int64 { return c.put + c.get + c.stat + c.list + c.del }
+
+func (c blobCounts) add(o blobCounts) blobCounts {
+	return blobCounts{c.put + o.put, c.get + o.get, c.stat + o.stat, c.list + o.list, c.del + o.del, c.up + o.up, c.down + o.down}
+}
+
+func (c blobCounts) sub(o blobCounts) blobCounts {
+	return blobCounts{c.put - o.put, c.get - o.get, c.stat - o.stat, c.list - o.list, c.del - o.del, c.up - o.up, c.down - o.down}
+}
+
+func (c blobCounts) div(n int) string {
+	d := int64(n)
+	return fmt.Sprintf("put %d get %d stat %d list %d delete %d; up %.1f MiB, down %.1f MiB",
+		c.put/d, c.get/d, c.stat/d, c.list/d, c.del/d, float64(c.up/d)/(1<<20), float64(c.down/d)/(1<<20))
+}
+
+// countingStore decorates a Blobstore, counting calls by kind and the
+// bytes uploaded and downloaded.
+type countingStore struct {
+	blobstore.Blobstore
+	put, get, stat, list, del atomic.Int64
+	up, down                  atomic.Int64
+}
+
+var _ blobstore.Blobstore = (*countingStore)(nil)
+
+func (c *countingStore) snapshot() blobCounts {
+	return blobCounts{c.put.Load(), c.get.Load(), c.stat.Load(), c.list.Load(), c.del.Load(), c.up.Load(), c.down.Load()}
+}
+
+// countingReader adds what it reads to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+type countingReadCloser struct {
+	countingReader
+	io.Closer
+}
+
+func (c *countingStore) Put(ctx context.Context, key string, r io.Reader) error {
+	c.put.Add(1)
+	return c.Blobstore.Put(ctx, key, countingReader{r, &c.up})
+}
+
+func (c *countingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
+	c.put.Add(1)
+	return c.Blobstore.PutIfAbsent(ctx, key, countingReader{r, &c.up})
+}
+
+func (c *countingStore) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (string, error) {
+	c.put.Add(1)
+	return c.Blobstore.PutIfMatch(ctx, key, etag, countingReader{r, &c.up})
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.get.Add(1)
+	rc, err := c.Blobstore.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return countingReadCloser{countingReader{rc, &c.down}, rc}, nil
+}
+
+func (c *countingStore) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	c.get.Add(1)
+	rc, err := c.Blobstore.GetRange(ctx, key, offset, length)
+	if err != nil {
+		return nil, err
+	}
+	return countingReadCloser{countingReader{rc, &c.down}, rc}, nil
+}
+
+func (c *countingStore) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	c.stat.Add(1)
+	return c.Blobstore.Stat(ctx, key)
+}
+
+func (c *countingStore) Exists(ctx context.Context, key string) (bool, error) {
+	c.stat.Add(1)
+	return c.Blobstore.Exists(ctx, key)
+}
+
+func (c *countingStore) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
+	c.list.Add(1)
+	return c.Blobstore.List(ctx, prefix)
+}
+
+func (c *countingStore) Delete(ctx context.Context, key string) error {
+	c.del.Add(1)
+	return c.Blobstore.Delete(ctx, key)
+}
