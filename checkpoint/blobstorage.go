@@ -44,8 +44,9 @@ var (
 	// writer epoch is stale: another BlobStorage called Acquire after it.
 	// A fenced BlobStorage stays fenced until it calls Acquire again.
 	ErrFenced = errors.New("checkpoint: fenced: another writer took over")
-	// ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC of a
-	// BlobStorage on which Acquire was never called.
+	// ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC
+	// (other than a dry run) of a BlobStorage on which Acquire was never
+	// called.
 	ErrNotWriter = errors.New("checkpoint: not the writer: call Acquire first")
 )
 

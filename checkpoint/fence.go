@@ -18,8 +18,8 @@ import (
 // epoch greater than its own, and gets ErrFenced; its other writes fail
 // the _writer check first.
 //
-// Acquire is needed before Save, UpdateStatus and GC, not for loads or
-// Restore. Calling it again takes a new epoch (and clears a fence).
+// Acquire is needed before Save, UpdateStatus and a GC that deletes, not
+// for loads, Restore or a dry-run GC. Calling it again takes a new epoch (and clears a fence).
 func (s *BlobStorage) Acquire(ctx context.Context) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -13,7 +13,10 @@ import (
 
 // GCOptions configure one GC run.
 type GCOptions struct {
-	// DryRun computes and reports what would be deleted, deleting nothing.
+	// DryRun computes and reports what a real run would delete, deleting
+	// nothing. A dry run only reads: it needs no writer role (no Acquire)
+	// and writes nothing (no _writer, pointer or pin), so an operator can
+	// run it against a store a live job is writing without fencing it.
 	DryRun bool
 	// Now is the time ages are measured against (a test seam). Zero means
 	// time.Now().
@@ -75,10 +78,17 @@ type gcCheckpoint struct {
 //   - Incomplete multipart uploads older than Grace, if the store has
 //     them, and restore pins older than PinTTL.
 //
-// Savepoints are never touched. GC needs the writer role and checks,
-// before each delete, that no other writer took over (ErrFenced). It runs
-// under the same lock as Save, so it never deletes a shared file a Save
-// of this BlobStorage is about to reference.
+// Savepoints are never touched. A real GC needs the writer role
+// (ErrNotWriter without Acquire) and checks, before each delete, that no
+// other writer took over (ErrFenced). It runs under the same lock as
+// Save, so it never deletes a shared file a Save of this BlobStorage is
+// about to reference.
+//
+// A dry run (GCOptions.DryRun) needs no writer role and writes nothing:
+// it lists and reads exactly what a real run would, and reports what that
+// run would delete at the same Now. Against a store another process is
+// writing, the report is a snapshot: that writer may save and move the
+// pointers after it, which a later real run takes into account.
 func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	var rep GCReport
 	now := opts.Now
@@ -87,8 +97,14 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.checkWriterLocked(ctx); err != nil {
-		return rep, fmt.Errorf("checkpoint: gc: %w", err)
+	// Only a run that deletes needs the writer role: a dry run must not
+	// take it (Acquire would fence the live job it is inspecting), and
+	// without it nothing below writes, since every write is guarded by
+	// !opts.DryRun.
+	if !opts.DryRun {
+		if err := s.checkWriterLocked(ctx); err != nil {
+			return rep, fmt.Errorf("checkpoint: gc: %w", err)
+		}
 	}
 
 	cps, err := s.listCheckpoints(ctx)

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -239,5 +240,108 @@ func TestGCRetainsLatestPreparedAndDropsAbandonedOnes(t *testing.T) {
 	}
 	if !slices.Equal(rep.Retained, []string{NewID(3)}) || !slices.Equal(rep.Dropped, []string{NewID(1), NewID(2)}) {
 		t.Errorf("report %+v", rep)
+	}
+}
+
+// storeETags returns every key of bs with its ETag: two equal snapshots
+// mean nothing was written or deleted in between.
+func storeETags(t *testing.T, bs blobstore.Blobstore) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for o, err := range bs.List(ctx, "") {
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		out[o.Key] = o.ETag
+	}
+	return out
+}
+
+func TestGCDryRunNeedsNoWriterRoleAndLeavesTheLiveWriterAlone(t *testing.T) {
+	bs := newMem()
+	live := newWriter(t, bs, BlobOptions{Keep: 1})
+	compactingHistory(t, live, 5)
+	// An expired restore pin: a real run deletes it, a dry run must not.
+	if err := bs.Put(ctx, "pins/"+NewID(1)+"/node-b", strings.NewReader("")); err != nil {
+		t.Fatal(err)
+	}
+	epoch := live.Epoch()
+	writer, err := bs.Stat(ctx, blobWriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(2 * time.Hour)
+	before := storeETags(t, bs)
+
+	// An operator's dry run from another process: no Acquire.
+	operator := NewBlobStorage(bs, "", BlobOptions{Keep: 1})
+	dry, err := operator.GC(ctx, GCOptions{DryRun: true, Now: now})
+	if err != nil {
+		t.Fatalf("dry run without Acquire: %v", err)
+	}
+	if after := storeETags(t, bs); !reflect.DeepEqual(after, before) {
+		t.Fatalf("dry run changed the store:\nbefore %v\nafter  %v", before, after)
+	}
+	if operator.Epoch() != 0 {
+		t.Errorf("dry run took epoch %d", operator.Epoch())
+	}
+	if info, err := bs.Stat(ctx, blobWriter); err != nil || info.ETag != writer.ETag || live.Epoch() != epoch {
+		t.Fatalf("_writer %+v, %v (was ETag %q); live epoch %d (was %d)", info, err, writer.ETag, live.Epoch(), epoch)
+	}
+	if dry.Objects == 0 || dry.SharedObjects == 0 || dry.Pins != 1 {
+		t.Fatalf("dry run found nothing to delete: %+v (the test proves nothing)", dry)
+	}
+
+	// The live writer is not fenced: it still garbage-collects, and
+	// deletes exactly what the dry run reported.
+	real, err := live.GC(ctx, GCOptions{Now: now})
+	if err != nil {
+		t.Fatalf("real GC by the live writer after the dry run: %v", err)
+	}
+	if !reflect.DeepEqual(dry, real) {
+		t.Errorf("dry run reported %+v, the real run %+v", dry, real)
+	}
+	after := storeETags(t, bs)
+	if deleted := len(before) - len(after); deleted != real.Objects+real.Pins {
+		t.Errorf("real run deleted %d objects, reported %d objects and %d pins", deleted, real.Objects, real.Pins)
+	}
+	if !slices.Equal(recordIDs(t, bs), dry.Retained) {
+		t.Errorf("records left %v, dry run said %v would be kept", recordIDs(t, bs), dry.Retained)
+	}
+}
+
+func TestGCWithoutAcquireFailsWithErrNotWriterAndDeletesNothing(t *testing.T) {
+	bs := newMem()
+	compactingHistory(t, newWriter(t, bs, BlobOptions{Keep: 1}), 5)
+	before := storeETags(t, bs)
+	s := NewBlobStorage(bs, "", BlobOptions{Keep: 1})
+	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	if !errors.Is(err, ErrNotWriter) {
+		t.Fatalf("GC without Acquire = %+v, %v; want ErrNotWriter", rep, err)
+	}
+	if after := storeETags(t, bs); !reflect.DeepEqual(after, before) {
+		t.Errorf("GC without the writer role changed the store")
+	}
+}
+
+func TestGCDryRunOfAFencedWriterStillReports(t *testing.T) {
+	bs := newMem()
+	old := newWriter(t, bs, BlobOptions{Keep: 1})
+	compactingHistory(t, old, 4)
+	newer := newWriter(t, bs, BlobOptions{Keep: 1})
+	now := time.Now().Add(2 * time.Hour)
+	if _, err := old.GC(ctx, GCOptions{Now: now}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("real GC of a fenced writer = %v, want ErrFenced", err)
+	}
+	dry, err := old.GC(ctx, GCOptions{DryRun: true, Now: now})
+	if err != nil {
+		t.Fatalf("dry run of a fenced writer: %v", err)
+	}
+	real, err := newer.GC(ctx, GCOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dry, real) || real.Objects == 0 {
+		t.Errorf("dry run reported %+v, the real run %+v", dry, real)
 	}
 }

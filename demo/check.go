@@ -23,9 +23,15 @@ type Check struct {
 	// lengths are OutputWrong and StateWrong.
 	OutputDiff, StateDiff   []string
 	OutputWrong, StateWrong int
-	// OutputTotal is the sum of every committed count: Records when no
-	// record was lost or doubled.
+	// OutputTotal is the sum of every committed count: Records -
+	// Base.Offset when no record was lost or doubled.
 	OutputTotal uint64
+	// Base says which records the committed output of this store must
+	// hold: [Base.Offset, Records). It is the zero Base (every record)
+	// unless the job was resumed here from a savepoint restored out of
+	// another store, whose sink holds the output before it. The state is
+	// always compared with every record.
+	Base Base
 }
 
 // OK reports whether every count is exact in both output and state.
@@ -33,12 +39,21 @@ func (c Check) OK() bool { return c.OutputWrong == 0 && c.StateWrong == 0 }
 
 // String says what the check found, in one line.
 func (c Check) String() string {
+	from := ""
+	if c.Base.FromSavepoint() {
+		from = fmt.Sprintf(" (output in this store from record %d: resumed from a savepoint)", c.Base.Offset)
+	}
 	if c.OK() {
-		return fmt.Sprintf("exactly-once: OK, %d records, %d words (%d committed transactions)",
-			c.Records, c.Words, c.Transactions)
+		return fmt.Sprintf("exactly-once: OK, %d records%s, %d words (%d committed transactions)",
+			c.Records, from, c.Words, c.Transactions)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "exactly-once: FAILED, %d records expected, %d in the committed output", c.Records, c.OutputTotal)
+	if c.Base.FromSavepoint() {
+		fmt.Fprintf(&b, "exactly-once: FAILED, %d records expected in this store's output%s, %d in the committed output",
+			c.Records-min(c.Base.Offset, c.Records), from, c.OutputTotal)
+	} else {
+		fmt.Fprintf(&b, "exactly-once: FAILED, %d records expected, %d in the committed output", c.Records, c.OutputTotal)
+	}
 	if c.OutputWrong > 0 {
 		fmt.Fprintf(&b, "; %d words wrong in the output (%s)", c.OutputWrong, strings.Join(c.OutputDiff, ", "))
 	}
@@ -72,21 +87,27 @@ func diff(got, want map[string]uint64) ([]string, int) {
 }
 
 // CheckExactlyOnce recomputes the expected counts from src and compares
-// them with the sum over the sink's committed transactions, and with the
-// state when cnt is not nil. A lost record shows as a count too small, a
-// record applied twice as one too large. The error is about reading; a
-// mismatch is reported in the Check.
-func CheckExactlyOnce(ctx context.Context, src *Source, sink *Sink, cnt *counts) (Check, error) {
+// the sum over the sink's committed transactions with the counts of
+// records [base.Offset, Records) (the output committed in this store),
+// and the state, when cnt is not nil, with the counts of every record. A
+// lost record shows as a count too small, a record applied twice as one
+// too large. The error is about reading; a mismatch is reported in the
+// Check.
+func CheckExactlyOnce(ctx context.Context, src *Source, sink *Sink, cnt *counts, base Base) (Check, error) {
 	want := src.Expected()
+	wantOut := want
+	if base.Offset > 0 {
+		wantOut = src.ExpectedRange(base.Offset, src.Records())
+	}
 	out, err := sink.Output(ctx)
 	if err != nil {
 		return Check{}, err
 	}
-	c := Check{Records: src.Records(), Words: len(want), Transactions: out.Committed}
+	c := Check{Records: src.Records(), Words: len(want), Transactions: out.Committed, Base: base}
 	for _, n := range out.Counts {
 		c.OutputTotal += n
 	}
-	c.OutputDiff, c.OutputWrong = diff(out.Counts, want)
+	c.OutputDiff, c.OutputWrong = diff(out.Counts, wantOut)
 	if cnt != nil {
 		got, err := cnt.all()
 		if err != nil {

@@ -41,6 +41,18 @@
 // with the sum over the committed transactions and with the state
 // ([CheckExactlyOnce]).
 //
+// # Resuming in another store
+//
+// A savepoint created on one store, copied to another (another bucket or
+// region) and restored there resumes the job in that store. The state it
+// restores counts every record before the savepoint, but the sink output
+// of those records stays in the first store. Run recognises this start
+// (the restored checkpoint is completed, yet this store's sink holds no
+// committed output at or below it), records the savepoint's offset in the
+// marker [BaseKey] before committing anything, and from then on checks
+// the state against every record and this store's committed output
+// against the records from that offset on ([Base]); the verdict says so.
+//
 // # Errors
 //
 // Run's errors wrap [ErrCrashed] (an injected crash: run again to

@@ -203,6 +203,13 @@ type acquirer interface {
 // two-phase protocol. At the end of the source it takes a final
 // checkpoint, waits for it to complete, and runs CheckExactlyOnce.
 //
+// A job resumed from a savepoint restored out of another store (whose
+// sink holds the output before the savepoint) is checked for what this
+// store holds: the state over every record, the committed output over the
+// records from the savepoint's offset on. Run recognises that start (a
+// restored completed checkpoint whose output this store's sink does not
+// hold) and records it at BaseKey before committing anything; see Base.
+//
 // A cancelled ctx stops the run where it is, like a crash, with ctx's
 // error. The returned Result is filled as far as the run got.
 func Run(ctx context.Context, cfg Config) (Result, error) {
@@ -338,6 +345,14 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("demo: checkpoint %s: state holds %d records but the offsets say %d",
 			res.RestoredID, total, r.src.Offset())
 	}
+	// Where this store's output starts: record 0, or the offset of a
+	// savepoint restored here from another store. Decided (and recorded
+	// in the store) before this run commits any output, because what
+	// tells the two apart is that the sink holds no output yet.
+	base, err := outputBase(ctx, cfg.Sink, dec.Checkpoint, r.src.Offset())
+	if err != nil {
+		return res, err
+	}
 	res.StartOffset = r.src.Offset()
 	res.EndOffset = res.StartOffset
 	r.progress(Progress{Event: "start", Offset: r.src.Offset(), Action: dec.Action.String(), From: res.RestoredID})
@@ -381,7 +396,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	}
 
 	// 6. Check.
-	res.Check, err = CheckExactlyOnce(ctx, r.src, cfg.Sink, r.cnt)
+	res.Check, err = CheckExactlyOnce(ctx, r.src, cfg.Sink, r.cnt, base)
 	r.progress(Progress{Event: "done", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
 	if err != nil {
 		return res, err

@@ -327,6 +327,32 @@ func (s *Sink) Sweep(ctx context.Context) (int, error) {
 	return len(ids), nil
 }
 
+// CommittedThrough reports whether the sink holds a committed
+// transaction of a checkpoint whose id is at or below id (ids sort in
+// creation order). Aborted transactions are not output and do not count.
+func (s *Sink) CommittedThrough(ctx context.Context, id string) (bool, error) {
+	for info, err := range s.bs.List(ctx, OutPrefix) {
+		if err != nil {
+			return false, fmt.Errorf("demo: sink committed through %q: %w", id, err)
+		}
+		got := strings.TrimPrefix(info.Key, OutPrefix)
+		if got > id {
+			return false, nil // listed in order: nothing further is at or below id
+		}
+		if checkpoint.ValidateID(got) != nil {
+			continue // not ours
+		}
+		committed, _, err := s.outcome(ctx, got)
+		if err != nil {
+			return false, fmt.Errorf("demo: sink committed through %q: %w", id, err)
+		}
+		if committed {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // LastID returns the greatest checkpoint id the sink has a file for,
 // staged or decided, or "" when it has none. A job never reuses such an
 // id for a new transaction.

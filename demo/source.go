@@ -91,9 +91,14 @@ func (s *Source) Next(buf []string) int {
 
 // Expected returns the word counts a correct run over the whole source
 // produces: every record counted exactly once.
-func (s *Source) Expected() map[string]uint64 {
+func (s *Source) Expected() map[string]uint64 { return s.ExpectedRange(0, s.records) }
+
+// ExpectedRange returns the word counts of records [from, to): what a
+// correct run produces from offset from on (to is capped at the end of
+// the source).
+func (s *Source) ExpectedRange(from, to uint64) map[string]uint64 {
 	out := make(map[string]uint64, s.words)
-	for i := range s.records {
+	for i := from; i < min(to, s.records); i++ {
 		out[s.At(i)]++
 	}
 	return out

@@ -59,7 +59,14 @@ its state if this node does not have it, and continues from its offsets.
 Kill it at any moment (Ctrl-C, kill -9, --crash-after-records, or delete <dir> to
 play a new node with an empty disk) and run the same command again: it resumes,
 and at the end it checks that the committed output holds every record exactly
-once, says so, and exits 3 if not.`,
+once, says so, and exits 3 if not.
+
+A job resumed from a savepoint restored out of another store (savepoint create on
+one store, savepoint cp to another, savepoint restore there, then demo there) is
+checked for what this store holds: its state against every record, its committed
+output against the records from the savepoint on (the output before it is in the
+store the savepoint came from). The verdict says so, and the store keeps that
+offset in demo/base for later runs.`,
 		Example: `  tidemark demo                                   # 200000 records into ./.tidemark
   tidemark demo --crash-after-records 120000      # dies (exit 137) mid-run ...
   tidemark demo                                   # ... and resumes: exactly-once: OK
@@ -183,6 +190,11 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		summary["records"] = res.Check.Records
 		summary["words"] = res.Check.Words
 		summary["transactions"] = res.Check.Transactions
+		// The records this store's committed output must hold, from
+		// output_from on: 0, or the offset of a savepoint restored here
+		// from another store (whose sink holds the output before it).
+		summary["output_from"] = res.Check.Base.Offset
+		summary["output_from_savepoint"] = res.Check.Base.Checkpoint
 		summary["check"] = res.Check.String()
 		a.emit(summary, func(w io.Writer) { fmt.Fprintln(w, res.Check.String()) })
 		if err != nil {

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/demo"
 )
 
 // tm runs the tidemark command in-process with args and returns its
@@ -122,6 +125,96 @@ func TestDemoExitsThreeWhenTheOutputIsNotExactlyOnce(t *testing.T) {
 	if code != exitVerify || !strings.Contains(out, "exactly-once: FAILED") {
 		t.Fatalf("demo over a doubled output: exit %d, stdout %q; want 3 and FAILED", code, out)
 	}
+}
+
+// demoInAnotherStore plays the cross-region story with the CLI: the demo
+// runs on store east and crashes mid-way, savepoint L is created there,
+// copied to store west and restored there; then the demo resumes on west.
+// It returns west and the offset of the savepoint.
+func demoInAnotherStore(t *testing.T) (string, float64) {
+	t.Helper()
+	east, west := fileURL(t.TempDir()), fileURL(t.TempDir())
+	if _, errOut, code := tm(t, "", demoArgs(t.TempDir(), east, "--crash-after-records", "10000")...); code != exitCrashed {
+		t.Fatalf("demo on east: exit %d, want %d\n%s", code, exitCrashed, errOut)
+	}
+	must(t, east, "savepoint", "create", "L")
+	must(t, "", "savepoint", "cp", "L", east, west)
+	must(t, west, "savepoint", "restore", "L")
+	var show struct {
+		Offsets map[string]any `json:"offsets"`
+	}
+	mustJSON(t, west, &show, "show", "latest-completed")
+	base, _ := show.Offsets["next"].(float64)
+	if base <= 0 || base >= 20000 {
+		t.Fatalf("savepoint at offset %v: want one mid-way (the test proves nothing)", show.Offsets["next"])
+	}
+	out := must(t, "", demoArgs(t.TempDir(), west)...)
+	want := fmt.Sprintf("exactly-once: OK, 20000 records (output in this store from record %d: resumed from a savepoint), 300 words", int(base))
+	if !strings.Contains(out, want) {
+		t.Fatalf("demo on west: stdout %q, want %q", out, want)
+	}
+	return west, base
+}
+
+func TestDemoResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
+	west, base := demoInAnotherStore(t)
+	// Run again on west (it restores west's own last checkpoint): the
+	// store remembers where its output starts.
+	var res map[string]any
+	mustJSON(t, "", &res, demoArgs(t.TempDir(), west)...)
+	if res["exactly_once"] != true || res["output_from"] != base || res["output_from_savepoint"] == "" {
+		t.Fatalf("demo JSON on west %v: want exactly_once, output_from %v and the savepoint's checkpoint", res, base)
+	}
+	if ok, err := openURL(t, west).Exists(context.Background(), demo.BaseKey); err != nil || !ok {
+		t.Fatalf("%s not in west (%v)", demo.BaseKey, err)
+	}
+}
+
+func TestDemoResumedFromASavepointExitsThreeOnWrongOutput(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, bs blobstore.Blobstore)
+	}{
+		{"a count doubled", func(t *testing.T, bs blobstore.Blobstore) {
+			body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
+			if err := bs.Put(ctx, demo.OutPrefix+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a transaction missing", func(t *testing.T, bs blobstore.Blobstore) {
+			for o, err := range bs.List(ctx, demo.OutPrefix) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := bs.Delete(ctx, o.Key); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			t.Fatal("no output in west: the test proves nothing")
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			west, base := demoInAnotherStore(t)
+			c.damage(t, openURL(t, west))
+			out, _, code := tm(t, "", demoArgs(t.TempDir(), west)...)
+			want := fmt.Sprintf("records expected in this store's output (output in this store from record %d: resumed from a savepoint)", int(base))
+			if code != exitVerify || !strings.Contains(out, "exactly-once: FAILED") || !strings.Contains(out, want) {
+				t.Fatalf("demo over damaged output in west: exit %d, stdout %q; want 3, FAILED and %q", code, out, want)
+			}
+		})
+	}
+}
+
+func openURL(t *testing.T, u string) blobstore.Blobstore {
+	t.Helper()
+	bs, err := blobstore.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
 }
 
 func TestLsListsCheckpointsWithPointersAndSavepoints(t *testing.T) {
@@ -302,6 +395,51 @@ func TestGCDryRunReportsAndGCDeletes(t *testing.T) {
 		t.Fatalf("after gc --keep 1: %d checkpoints, want 1", len(after.Checkpoints))
 	}
 	must(t, store, "verify", "latest-completed")
+}
+
+func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
+	store := ranDemo(t)
+	ctx := context.Background()
+	bs, err := blobstore.Open(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job is running: it holds the writer role.
+	job := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{Keep: 1})
+	epoch, err := job.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := bs.Stat(ctx, "_writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dry struct {
+		Report checkpoint.GCReport `json:"report"`
+	}
+	mustJSON(t, store, &dry, "gc", "--dry-run", "--keep", "1")
+	if len(dry.Report.Dropped) == 0 {
+		t.Fatalf("dry run found nothing to drop: %+v (the test proves nothing)", dry.Report)
+	}
+	if info, err := bs.Stat(ctx, "_writer"); err != nil || info.ETag != writer.ETag {
+		t.Fatalf("gc --dry-run rewrote _writer: %+v, %v (was ETag %q)", info, err, writer.ETag)
+	}
+	// Still the writer: its own GC (a write) is not fenced, and deletes
+	// what the dry run reported.
+	rep, err := job.GC(ctx, checkpoint.GCOptions{})
+	if err != nil || job.Epoch() != epoch {
+		t.Fatalf("the job's GC after gc --dry-run: %v (epoch %d, was %d)", err, job.Epoch(), epoch)
+	}
+	if !slices.Equal(rep.Dropped, dry.Report.Dropped) || rep.Objects != dry.Report.Objects {
+		t.Errorf("dry run reported %+v, the job's GC did %+v", dry.Report, rep)
+	}
+}
+
+func TestGCHelpNoLongerWarnsThatDryRunFences(t *testing.T) {
+	out := must(t, "", "gc", "--help")
+	if !strings.Contains(out, "--dry-run only reads") || strings.Contains(out, "even with --dry-run") {
+		t.Errorf("gc --help does not say that --dry-run is read-only:\n%s", out)
+	}
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {

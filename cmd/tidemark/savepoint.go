@@ -269,11 +269,13 @@ func (a *app) gcCmd() *cobra.Command {
 		Long: `gc keeps the newest --keep completed checkpoints (and the latest one, pinned ones
 and saves in progress) and deletes older checkpoints, abandoned prepared ones, shared
 files no kept checkpoint references and leftovers of crashed saves (after a grace
-period of an hour). Savepoints are never touched. --dry-run lists what would go.
+period of an hour). Savepoints are never touched.
 
-gc takes the writer role, even with --dry-run (BlobStorage.GC requires it), and so
-fences a job running on the store: run it when the job is stopped (the demo job
-garbage-collects by itself).`,
+--dry-run only reads: it reports what a real gc would delete now, deletes and writes
+nothing, and does not take the writer role, so it is safe against a running job.
+
+A real gc takes the writer role, which fences a job running on the store: run it
+when the job is stopped (the demo job garbage-collects by itself).`,
 		Example: `  tidemark gc --dry-run
   tidemark gc --keep 5 --output json`,
 		Args: noArgs,
@@ -286,11 +288,18 @@ garbage-collects by itself).`,
 			if err != nil {
 				return err
 			}
-			s, cleanup, err := writeStorage(ctx, bs, checkpoint.BlobOptions{Keep: keep})
-			if err != nil {
-				return err
+			opts := checkpoint.BlobOptions{Keep: keep}
+			// A dry run reads only: taking the writer role (Acquire)
+			// would fence the very job whose store is being inspected.
+			s := checkpoint.NewBlobStorage(bs, "", opts)
+			if !dryRun {
+				ws, cleanup, err := writeStorage(ctx, bs, opts)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				s = ws
 			}
-			defer cleanup()
 			rep, err := s.GC(ctx, checkpoint.GCOptions{DryRun: dryRun})
 			if err != nil {
 				return err
