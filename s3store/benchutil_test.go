@@ -3,12 +3,14 @@ package s3store
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ type discardAt struct{}
 
 func (discardAt) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
 
-// memSampleEvery is how often memPeak samples. Coarse on purpose: the
+// memSampleEvery is how often a meter samples. Coarse on purpose: the
 // sampler shares two cores with the benchmark and MinIO. The RSS peak
 // does not depend on it (VmHWM records the true peak); the heap peak
 // could miss a spike shorter than this, but the buffers that matter live
@@ -56,28 +58,38 @@ const memSampleEvery = 5 * time.Millisecond
 
 const heapObjectsMetric = "/memory/classes/heap/objects:bytes"
 
-// memPeak tracks the peak resident set size of this process and the peak
-// of the Go heap's object bytes from start to stop, relative to the
-// values at start.
-type memPeak struct {
+// meter measures one benchmark: the peak resident set size of this
+// process and the peak of the Go heap's object bytes from start to stop,
+// relative to their values at start, and the CPU time this process and
+// MinIO spent meanwhile.
+type meter struct {
 	baseRSS, baseHeap uint64
 	peakRSS, peakHeap uint64
 	hwmReset          bool // VmHWM was reset at start, so it is the peak since then
+
+	// CPU ticks (USER_HZ, 10 ms) used so far by this process and by the
+	// MinIO process, if it is a child we can see (process mode).
+	cpu0, minio0 int64
+	minioPID     int
 
 	stopc chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
 }
 
-// startMemPeak first returns freed memory to the OS, so the baseline does
+// startMeter first returns freed memory to the OS, so the baseline does
 // not include what earlier benchmarks left in the heap, then resets the
 // kernel's high-water mark (VmHWM, through /proc/self/clear_refs) and
 // samples VmRSS and the heap until stop.
-func startMemPeak(b *testing.B) *memPeak {
+func startMeter(b *testing.B, minioPID int) *meter {
 	b.Helper()
 	runtime.GC()
 	debug.FreeOSMemory()
-	m := &memPeak{stopc: make(chan struct{})}
+	m := &meter{stopc: make(chan struct{}), minioPID: minioPID}
+	m.cpu0, _ = cpuTicks("self")
+	if minioPID > 0 {
+		m.minio0, _ = cpuTicks(strconv.Itoa(minioPID))
+	}
 	rss, _, err := procStatus()
 	if err != nil {
 		b.Fatalf("read /proc/self/status: %v", err)
@@ -103,7 +115,7 @@ func startMemPeak(b *testing.B) *memPeak {
 	return m
 }
 
-func (m *memPeak) sample() {
+func (m *meter) sample() {
 	if rss, _, err := procStatus(); err == nil {
 		m.peakRSS = max(m.peakRSS, rss)
 	}
@@ -112,7 +124,7 @@ func (m *memPeak) sample() {
 
 // stop ends the sampling and returns the growth of RSS and of the heap
 // over their baselines, in bytes.
-func (m *memPeak) stop() (rssGrowth, heapGrowth uint64) {
+func (m *meter) stop() (rssGrowth, heapGrowth uint64) {
 	m.once.Do(func() { close(m.stopc) })
 	m.wg.Wait()
 	m.sample()
@@ -123,10 +135,20 @@ func (m *memPeak) stop() (rssGrowth, heapGrowth uint64) {
 }
 
 // report stops m and reports its peaks in MiB, with the bound the store
-// promises for comparison when bound > 0.
-func (m *memPeak) report(b *testing.B, bound int64) {
+// promises for comparison when bound > 0, and the CPU time per operation
+// of this process (cpu-ms/op) and of MinIO (minio-cpu-ms/op, process
+// mode only). Call it after the b.Loop loop, when b.N is final.
+func (m *meter) report(b *testing.B, bound int64) {
 	b.Helper()
 	rss, heap := m.stop()
+	if t, err := cpuTicks("self"); err == nil && b.N > 0 {
+		b.ReportMetric(float64(t-m.cpu0)*10/float64(b.N), "cpu-ms/op")
+	}
+	if m.minioPID > 0 {
+		if t, err := cpuTicks(strconv.Itoa(m.minioPID)); err == nil && b.N > 0 {
+			b.ReportMetric(float64(t-m.minio0)*10/float64(b.N), "minio-cpu-ms/op")
+		}
+	}
 	b.ReportMetric(float64(rss)/(1<<20), "peak-MiB")
 	b.ReportMetric(float64(heap)/(1<<20), "heap-peak-MiB")
 	if bound > 0 {
@@ -172,4 +194,29 @@ func procStatus() (rss, hwm uint64, err error) {
 		*dst = kb << 10
 	}
 	return rss, hwm, nil
+}
+
+// cpuTicks returns utime+stime of /proc/<pid>/stat, all threads, in
+// USER_HZ ticks (100 per second on Linux).
+func cpuTicks(pid string) (int64, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// fields after it start at 3 (state). utime and stime are 14 and 15.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("parse /proc/%s/stat", pid)
+	}
+	u, err := strconv.ParseInt(f[11], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	st, err := strconv.ParseInt(f[12], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return u + st, nil
 }
