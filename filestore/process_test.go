@@ -3,6 +3,7 @@ package filestore_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,7 +19,8 @@ import (
 )
 
 // Cross-process conditional writes: the test binary re-executes itself as
-// helper processes (TestHelperProcess) that share one directory. Each
+// helper processes (helperProcess, dispatched from TestMain) that share
+// one directory. Each
 // helper runs several goroutines; every round, all goroutines of all
 // processes start together at a wall-clock instant and try the same
 // conditional write. Exactly one must win across all processes, and the
@@ -53,7 +55,7 @@ func TestConditionalWritesAreAtomicAcrossProcesses(t *testing.T) {
 			outputs := make([]string, racers)
 			var wg sync.WaitGroup
 			for p := range racers {
-				cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+				cmd := exec.Command(os.Args[0])
 				cmd.Env = append(os.Environ(),
 					helperEnv+"=1",
 					"FILESTORE_TEST_DIR="+dir,
@@ -121,13 +123,28 @@ func body(writer string) []byte {
 	return bytes.Repeat([]byte(writer+";"), raceBodySize/(len(writer)+1))
 }
 
-// TestHelperProcess is not a test: it is the body of the helper processes
-// of TestConditionalWritesAreAtomicAcrossProcesses.
-func TestHelperProcess(t *testing.T) {
-	if os.Getenv(helperEnv) != "1" {
-		t.Skip("helper process for the cross-process tests; runs only when re-executed by them")
+// TestMain runs the test binary as one of the helper processes of
+// TestConditionalWritesAreAtomicAcrossProcesses when it is re-executed by
+// it, and as the tests otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		if err := helperProcess(); err != nil {
+			fmt.Fprintln(os.Stderr, "helper process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	s := newStore(t, os.Getenv("FILESTORE_TEST_DIR"))
+	os.Exit(m.Run())
+}
+
+// helperProcess is the body of a helper process: it races its goroutines'
+// conditional writes round by round and prints one line per write.
+func helperProcess() error {
+	ctx := context.Background()
+	s, err := filestore.New(os.Getenv("FILESTORE_TEST_DIR"))
+	if err != nil {
+		return err
+	}
 	// Hold the window between check and rename open long enough that,
 	// were the lock missing, racing writers would all pass the check.
 	filestore.SetBeforeRenameHook(s, func() { time.Sleep(5 * time.Millisecond) })
@@ -136,7 +153,7 @@ func TestHelperProcess(t *testing.T) {
 	etags := strings.Split(os.Getenv("FILESTORE_TEST_ETAGS"), ",")
 	startNS, err := strconv.ParseInt(os.Getenv("FILESTORE_TEST_START"), 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var mu sync.Mutex
 	var lines []string
@@ -150,9 +167,9 @@ func TestHelperProcess(t *testing.T) {
 				var etag string
 				var err error
 				if mode == "absent" {
-					etag, err = s.PutIfAbsent(t.Context(), roundKey(r), bytes.NewReader(body(writer)))
+					etag, err = s.PutIfAbsent(ctx, roundKey(r), bytes.NewReader(body(writer)))
 				} else {
-					etag, err = s.PutIfMatch(t.Context(), roundKey(r), etags[r], bytes.NewReader(body(writer)))
+					etag, err = s.PutIfMatch(ctx, roundKey(r), etags[r], bytes.NewReader(body(writer)))
 				}
 				mu.Lock()
 				defer mu.Unlock()
@@ -171,4 +188,5 @@ func TestHelperProcess(t *testing.T) {
 	for _, l := range lines {
 		fmt.Println(l)
 	}
+	return nil
 }
