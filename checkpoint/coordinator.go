@@ -78,6 +78,15 @@ var ErrInjected = errors.New("checkpoint: failure injected by hook")
 // Recover). After a fatal error the Coordinator ignores every further
 // event.
 //
+// A fenced writer does no further harm: when a step fails with an error
+// wrapping ErrFenced (another writer acquired the store: this one is a
+// zombie), the Coordinator does NOT call AbortSink, and only reports the
+// error on Fatal. The new writer owns every transaction decision, and it
+// may be using the same checkpoint id (the zombie never moved the
+// pointers to it): an abort by the zombie would abort the new writer's
+// transaction of that id and make its commit fail. The zombie's open
+// transaction is left to the new writer's recovery, which decides it.
+//
 // Create one with NewCoordinator (the zero value is not usable), set the
 // exported fields before Start and do not change them after.
 type Coordinator struct {
@@ -90,7 +99,8 @@ type Coordinator struct {
 	// CommitSink / AbortSink are the sink's transaction controls, called
 	// with the checkpoint id whose transaction to end. A nil CommitSink
 	// makes the sink-commit step a no-op (a sink without transactions);
-	// a nil AbortSink skips the abort.
+	// a nil AbortSink skips the abort. AbortSink is never called for a
+	// failure wrapping ErrFenced.
 	CommitSink func(ctx context.Context, id string) error
 	AbortSink  func(ctx context.Context, id string) error
 
@@ -376,13 +386,16 @@ func (c *Coordinator) afterStep(ctx context.Context, step Step, id string, abort
 }
 
 // fail aborts the sink transaction of id if it is still open, reports err
-// on Fatal, and makes the coordinator ignore everything after.
+// on Fatal, and makes the coordinator ignore everything after. A fenced
+// writer (err wraps ErrFenced) aborts nothing: the transaction decisions
+// belong to the writer that fenced it, which may hold a transaction of
+// the same id (see Coordinator).
 func (c *Coordinator) fail(ctx context.Context, id string, abort bool, err error) {
 	c.mu.Lock()
 	c.dead = true
 	c.ready, c.pending = nil, nil
 	c.mu.Unlock()
-	if abort && c.AbortSink != nil {
+	if abort && c.AbortSink != nil && !errors.Is(err, ErrFenced) {
 		if aerr := c.AbortSink(ctx, id); aerr != nil {
 			err = errors.Join(err, fmt.Errorf("checkpoint: %q: abort sink: %w", id, aerr))
 		}

@@ -197,6 +197,56 @@ func TestCoordinatorFailures(t *testing.T) {
 	}
 }
 
+// A fenced writer is a zombie: the writer that fenced it may hold a
+// transaction of the same checkpoint id, so the zombie must not abort it.
+func TestCoordinatorFencedDoesNotAbortTheSink(t *testing.T) {
+	fenced := fmt.Errorf("epoch 1: _writer changed: %w", ErrFenced)
+	cases := []struct {
+		name      string
+		setup     func(f *coordFixture)
+		sinkErr   error
+		wantState Status // record status after the failure; "" = no record
+	}{
+		{name: "persist prepared fenced", setup: func(f *coordFixture) { f.fs.saveErr = fenced }},
+		{name: "sink prepare fenced", sinkErr: fenced},
+		{name: "sink commit fenced", setup: func(f *coordFixture) {
+			f.c.CommitSink = func(context.Context, string) error { return fenced }
+		}, wantState: StatusPrepared},
+		{name: "persist completed fenced", setup: func(f *coordFixture) { f.fs.updateErr = fenced },
+			wantState: StatusPrepared},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newCoordFixture(t)
+			if c.setup != nil {
+				c.setup(f)
+			}
+			f.c.Start(ctx)
+			id := NewID(1)
+			f.c.OnBarrierInjected(id, []byte("o"))
+			f.c.OnStateSnapshot(id, nil, nil)
+			f.c.OnSinkPrepared(id, c.sinkErr)
+			err := waitFor(t, f.c.Fatal(), "fatal error")
+			if !errors.Is(err, ErrFenced) {
+				t.Fatalf("fatal = %v, want ErrFenced", err)
+			}
+			f.c.Stop()
+			for _, call := range f.log.get() {
+				if strings.HasPrefix(call, "abort") || strings.HasPrefix(call, "completed") || strings.HasPrefix(call, "offsets") {
+					t.Errorf("%q after being fenced (calls %q)", call, f.log.get())
+				}
+			}
+			d, _ := f.s.LoadSpecific(ctx, id)
+			switch {
+			case c.wantState == "" && d != nil:
+				t.Errorf("record written: %+v", d)
+			case c.wantState != "" && (d == nil || d.Status != c.wantState):
+				t.Errorf("record = %+v, want status %q", d, c.wantState)
+			}
+		})
+	}
+}
+
 func TestCoordinatorOffsetCommitFailureIsLoggedNotFatal(t *testing.T) {
 	f := newCoordFixture(t)
 	var buf bytes.Buffer

@@ -46,9 +46,21 @@
 //     (advisory: a failure is logged, not fatal)                  [StepOffsetsCommitted]
 //
 // A failure before step 2 aborts the sink transaction; any failure is
-// reported once on Fatal and stops the coordinator. Coordinator.Hook fires
-// after each step and can inject a failure (HookFail) or a crash
+// reported once on Fatal and stops the coordinator. Coordinator.Hook
+// fires after each step and can inject a failure (HookFail) or a crash
 // (HookHalt) there; the crash-window tests do so at every step.
+//
+// A failure wrapping ErrFenced aborts nothing, at any step: a fenced
+// writer is a zombie, and the writer that fenced it owns every
+// transaction decision. The new writer may even be using the same
+// checkpoint id (the zombie never moved _latest to it), and an abort by
+// the zombie would abort the new writer's transaction of that id and
+// fail its commit. The zombie only reports the error on Fatal and stops;
+// the new writer's recovery decides whatever the zombie left open. For
+// the same reason a sink should name its transactions per writer (the
+// demo's sink stages under <id>@<writer> and a commit names the staged
+// object and digest it commits), so that two writers using one id never
+// commit each other's output.
 //
 // # Recovery
 //

@@ -130,9 +130,9 @@ func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := strings.TrimPrefix(info.Key, OutPrefix)
-			if ok, _, err := NewSink(bs).outcome(ctx, id); err != nil {
+			if d, err := NewSink(bs).outcome(ctx, id); err != nil {
 				t.Fatal(err)
-			} else if ok {
+			} else if d.committed {
 				ids = append(ids, id)
 			}
 		}
@@ -151,8 +151,7 @@ func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body = append([]byte(committedHeader+as+"\n"), body[len(committedHeader+id+"\n"):]...)
-		if err := to.Put(ctx, OutPrefix+as, bytesReader(body)); err != nil {
+		if err := to.Put(ctx, OutPrefix+as, bytesReader(recommitAs(t, body, as))); err != nil {
 			t.Fatal(err)
 		}
 	}

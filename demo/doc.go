@@ -28,6 +28,11 @@
 // transaction per checkpoint, staged as a file and committed by creating
 // the committed file with a single create-if-absent, which also makes
 // "was it committed?" a durable, node-independent question (see [Sink]).
+// The staged file is per writer (sink/staged/<id>@e<epoch>) and the
+// committed file names the staged file and digest it commits, so a node
+// that was cut off and replaced (a zombie), using the same checkpoint id
+// as its replacement, can never get its output committed in the
+// replacement's name.
 //
 // # Recovery
 //
@@ -58,5 +63,7 @@
 // Run's errors wrap [ErrCrashed] (an injected crash: run again to
 // resume), [ErrNotExactlyOnce] (the final check failed), [ErrJobMismatch]
 // (the store holds a job with other parameters), checkpoint.ErrFenced
-// (another writer took over) or the context's error.
+// (another writer took over: the run stops at once, with a message that
+// starts "demo: fenced: another node took over", and aborts nothing) or
+// the context's error.
 package demo

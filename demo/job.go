@@ -27,7 +27,9 @@ const (
 // injected crash (Config.CrashAfter), so that the crash happens once.
 const CrashMarkerPrefix = "demo/crashed-at-"
 
-// TxnID is the sink's transactional id recorded in every checkpoint.
+// TxnID is the sink's transactional id. Run records TxnIDOf(writer),
+// TxnID@<writer>, in every checkpoint, naming the writer whose staged
+// output the checkpoint's transaction commits.
 const TxnID = "tidemark-demo-wordcount"
 
 // Errors of Run.
@@ -55,7 +57,10 @@ type Config struct {
 	// Acquire(ctx) (uint64, error) method (BlobStorage) is acquired first,
 	// which fences any previous writer.
 	Storage checkpoint.Storage
-	// Sink is the transactional output.
+	// Sink is the transactional output. When Storage has a writer role,
+	// Run names its transactions by the epoch it acquires (a Sink on the
+	// same store, writer "e<epoch>"), so that no other writer's staged
+	// output can ever be committed as this run's.
 	Sink *Sink
 	// Dir is the local working directory; the live state is Dir/live. It
 	// may be empty or absent: the state comes from the checkpoint.
@@ -210,6 +215,12 @@ type acquirer interface {
 // restored completed checkpoint whose output this store's sink does not
 // hold) and records it at BaseKey before committing anything; see Base.
 //
+// A writer that finds itself fenced (another node acquired the writer
+// role: this one is a zombie) stops at once with an error wrapping
+// checkpoint.ErrFenced that starts "demo: fenced: another node took
+// over". It aborts nothing on its way out: the node that took over owns
+// every transaction decision, including those of ids this node staged.
+//
 // A cancelled ctx stops the run where it is, like a crash, with ctx's
 // error. The returned Result is filled as far as the run got.
 func Run(ctx context.Context, cfg Config) (Result, error) {
@@ -221,6 +232,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res, err := r.run(ctx)
 	if cerr := r.close(); cerr != nil && err == nil {
 		err = cerr
+	}
+	if errors.Is(err, checkpoint.ErrFenced) {
+		// Stop at once and say why: this node is a zombie. It has not
+		// aborted its open transaction (the Coordinator does not abort
+		// when fenced): the node that took over decides it.
+		err = fmt.Errorf("demo: fenced: another node took over this job; this one stops without touching it: %w", err)
 	}
 	return res, err
 }
@@ -269,9 +286,15 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	// previous writer (dead or cut off) can no longer move the pointers,
 	// so what Recover reads is what stays.
 	if a, ok := cfg.Storage.(acquirer); ok {
-		if _, err := a.Acquire(ctx); err != nil {
+		epoch, err := a.Acquire(ctx)
+		if err != nil {
 			return res, fmt.Errorf("demo: acquire writer: %w", err)
 		}
+		// Name this run's sink transactions by its epoch: a zombie that
+		// uses the same checkpoint id (it never moved _latest to it)
+		// stages and commits other objects than ours.
+		r.cfg.Sink = cfg.Sink.withEpoch(epoch)
+		cfg = r.cfg
 	}
 
 	// 2. Decide what to restore.
@@ -360,7 +383,9 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	// 4. The coordinator.
 	r.completed = make(chan string, 16)
 	r.halted = make(chan struct{})
-	c := checkpoint.NewCoordinator(cfg.Storage, TxnID)
+	// The record names the writer whose staged output its commit commits
+	// (Sink.Committed checks it on recovery).
+	c := checkpoint.NewCoordinator(cfg.Storage, TxnIDOf(cfg.Sink.Writer()))
 	c.CommitSink = cfg.Sink.Commit
 	c.AbortSink = cfg.Sink.Abort
 	c.Logger = cfg.Logger

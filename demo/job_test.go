@@ -192,8 +192,7 @@ func TestRunDetectsOutputProducedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	dup := checkpoint.NewID(999)
-	body = append([]byte(committedHeader+dup+"\n"), body[len(committedHeader+out.LastID+"\n"):]...)
-	if err := bs.Put(ctx, OutPrefix+dup, bytesReader(body)); err != nil {
+	if err := bs.Put(ctx, OutPrefix+dup, bytesReader(recommitAs(t, body, dup))); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Run(ctx, node(t, bs))
