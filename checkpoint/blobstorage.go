@@ -438,11 +438,8 @@ func (s *BlobStorage) Files(ctx context.Context, id string) (map[string][]FileRe
 // its record, then moves the pointers forward as Save does. It needs the
 // writer role. A missing record wraps ErrNotFound.
 func (s *BlobStorage) UpdateStatus(ctx context.Context, id string, status Status) error {
-	if err := ValidateID(id); err != nil {
-		return fmt.Errorf("checkpoint: update status %q: %w", id, err)
-	}
-	if !status.valid() {
-		return fmt.Errorf("checkpoint: update status %q: unknown status %q", id, status)
+	if err := checkStatusUpdate(id, status); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -32,6 +32,18 @@ func (s Status) valid() bool {
 	return s == "" || s == StatusPrepared || s == StatusCompleted
 }
 
+// checkStatusUpdate validates the arguments of Storage.UpdateStatus before
+// any I/O, with the errors every implementation returns for them.
+func checkStatusUpdate(id string, status Status) error {
+	if err := ValidateID(id); err != nil {
+		return fmt.Errorf("checkpoint: update status %q: %w", id, err)
+	}
+	if !status.valid() {
+		return fmt.Errorf("checkpoint: update status %q: unknown status %q", id, status)
+	}
+	return nil
+}
+
 // SourceOffsetsKey is the key in CheckpointData.Source under which the
 // Coordinator stores the barrier-aligned source offsets it received in
 // OnBarrierInjected.

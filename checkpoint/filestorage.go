@@ -220,11 +220,8 @@ func (s *FileStorage) readRecord(id string) (*CheckpointData, error) {
 // durably, and moves the pointers forward as Save does. A missing record
 // wraps ErrNotFound.
 func (s *FileStorage) UpdateStatus(ctx context.Context, id string, status Status) error {
-	if err := ValidateID(id); err != nil {
-		return fmt.Errorf("checkpoint: update status %q: %w", id, err)
-	}
-	if !status.valid() {
-		return fmt.Errorf("checkpoint: update status %q: unknown status %q", id, status)
+	if err := checkStatusUpdate(id, status); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,7 +9,6 @@ package integration
 // run reuses the image exactly while the binary is the same.
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
 // jobImageRepository is the local repository of the job images; the tag
@@ -62,14 +62,11 @@ WORKDIR /work
 ENTRYPOINT ["/usr/bin/tidemark"]
 `
 
-// containerHarness is what the container tests share per test binary: the
-// Docker client and the job image, built once.
-var containerHarness struct {
-	mu     sync.Mutex
-	cli    *testcontainers.DockerClient
-	cliErr error
-	probed bool
-	image  string
+// jobImageCache holds the tag of the job image once jobImage has it, per
+// test binary.
+var jobImageCache struct {
+	mu    sync.Mutex
+	image string
 }
 
 // requireDocker returns the Docker client, or skips the test, loudly, when
@@ -77,32 +74,18 @@ var containerHarness struct {
 // the MinIO tests, which fall back to a process). Any other failure fails.
 func requireDocker(t *testing.T) *testcontainers.DockerClient {
 	t.Helper()
-	containerHarness.mu.Lock()
-	defer containerHarness.mu.Unlock()
-	if !containerHarness.probed {
-		containerHarness.probed = true
-		// Ryuk's image cannot be pulled here; the tests remove what they
-		// create themselves. It must be set before testcontainers first
-		// reads its configuration (miniotest does the same).
-		if _, ok := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !ok {
-			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-		if err == nil {
-			_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
-		}
-		containerHarness.cli, containerHarness.cliErr = cli, err
-	}
-	if err := containerHarness.cliErr; err != nil {
+	// miniotest's client, probed once per test binary: it also keeps
+	// testcontainers from using Ryuk, whose image cannot be pulled here
+	// (the tests remove what they create themselves).
+	cli, err := miniotest.DockerClient(context.Background())
+	if err != nil {
 		msg := fmt.Sprintf("\n%s\nSKIPPING CONTAINER TEST %s: no Docker daemon answers (%v).\n"+
 			"This test runs the job in real containers and cannot run without Docker.\n%s",
 			strings.Repeat("!", 72), t.Name(), err, strings.Repeat("!", 72))
 		fmt.Fprintln(os.Stderr, msg)
 		t.Skip(msg)
 	}
-	return containerHarness.cli
+	return cli
 }
 
 // jobImage returns the tag of an image holding the tidemark binary built
@@ -112,10 +95,10 @@ func requireDocker(t *testing.T) *testcontainers.DockerClient {
 func jobImage(t *testing.T) string {
 	t.Helper()
 	cli := requireDocker(t)
-	containerHarness.mu.Lock()
-	defer containerHarness.mu.Unlock()
-	if containerHarness.image != "" {
-		return containerHarness.image
+	jobImageCache.mu.Lock()
+	defer jobImageCache.mu.Unlock()
+	if jobImageCache.image != "" {
+		return jobImageCache.image
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -128,13 +111,13 @@ func jobImage(t *testing.T) string {
 	_, err = cli.ImageInspect(ctx, tag)
 	switch {
 	case cerrdefs.IsNotFound(err):
-		if err := buildJobImage(ctx, cli, bin, tag); err != nil {
+		if err := buildJobImage(ctx, bin, tag); err != nil {
 			t.Fatal(err)
 		}
 	case err != nil:
 		t.Fatalf("inspect image %s: %v", tag, err)
 	}
-	containerHarness.image = tag
+	jobImageCache.image = tag
 	return tag
 }
 
@@ -177,94 +160,20 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// buildJobImage builds tag from the binary, streaming the build context to
-// the daemon as it is written.
-func buildJobImage(ctx context.Context, cli *testcontainers.DockerClient, bin, tag string) error {
+// buildJobImage builds tag from the binary, with the writable
+// directories the job uses: /tmp and its working directories under /work.
+func buildJobImage(ctx context.Context, bin, tag string) error {
 	start := time.Now()
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeJobContext(pw, bin)) }()
-	defer pr.Close()
-	res, err := cli.ImageBuild(ctx, pr, client.ImageBuildOptions{
-		Tags:        []string{tag},
-		Remove:      true,
-		ForceRemove: true,
+	err := miniotest.BuildImage(ctx, tag, miniotest.ImageSpec{
+		Dockerfile: jobDockerfile,
+		Dirs:       map[string]int64{"rootfs/": 0o755, "rootfs/tmp/": 0o1777, "rootfs/work/": 0o1777},
+		Files:      map[string]string{"tidemark": bin},
 	})
 	if err != nil {
-		return fmt.Errorf("build image %s: %w", tag, err)
-	}
-	defer res.Body.Close()
-	if err := buildError(res.Body); err != nil {
-		return fmt.Errorf("build image %s: %w", tag, err)
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "integration: built image %s in %v\n", tag, time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// writeJobContext writes the build context: Dockerfile, the empty writable
-// directories and the binary.
-func writeJobContext(w io.Writer, bin string) error {
-	tw := tar.NewWriter(w)
-	now := time.Now()
-	for _, h := range []tar.Header{
-		{Name: "Dockerfile", Mode: 0o644, Size: int64(len(jobDockerfile)), Typeflag: tar.TypeReg},
-		{Name: "rootfs/", Mode: 0o755, Typeflag: tar.TypeDir},
-		{Name: "rootfs/tmp/", Mode: 0o1777, Typeflag: tar.TypeDir},
-		{Name: "rootfs/work/", Mode: 0o1777, Typeflag: tar.TypeDir},
-	} {
-		h.ModTime = now
-		if err := tw.WriteHeader(&h); err != nil {
-			return err
-		}
-		if h.Name == "Dockerfile" {
-			if _, err := io.WriteString(tw, jobDockerfile); err != nil {
-				return err
-			}
-		}
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: "tidemark", Mode: 0o755, Size: fi.Size(), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := io.Copy(tw, f); err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-// buildError drains the daemon's JSON build output and returns the error
-// it reports, if any.
-func buildError(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	var last []string
-	for {
-		var msg struct {
-			Stream string `json:"stream"`
-			Error  string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if s := strings.TrimSpace(msg.Stream); s != "" {
-			last = append(last, s)
-			if len(last) > 10 {
-				last = last[1:]
-			}
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("%s\n%s", msg.Error, strings.Join(last, "\n"))
-		}
-	}
 }
 
 // newJobNetwork creates a user-defined bridge network and removes it, by
@@ -440,16 +349,7 @@ func (n *jobNode) logs() string {
 }
 
 func (n *jobNode) logsCtx(ctx context.Context) string {
-	rc, err := n.ctr.Logs(ctx)
-	if err != nil {
-		return fmt.Sprintf("(no logs: %v)", err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil && len(b) == 0 {
-		return fmt.Sprintf("(no logs: %v)", err)
-	}
-	return string(b)
+	return miniotest.ContainerLogs(ctx, n.ctr)
 }
 
 // disconnect cuts the container off the network: its process keeps

@@ -29,24 +29,12 @@ func TestConformanceWithPrefix(t *testing.T) {
 	}, blobstoretest.Options{LargeSize: largeSize, MaxKeyLen: blobstore.MaxKeyLen - len(prefix+"/")})
 }
 
-// longKey returns a key of exactly n bytes made of 200-byte segments.
-func longKey(n int) string {
-	var b strings.Builder
-	for b.Len() < n {
-		if b.Len() > 0 {
-			b.WriteByte('/')
-		}
-		b.WriteString(strings.Repeat("k", min(200, n-b.Len())))
-	}
-	return b.String()
-}
-
 func TestLongestKeyOfShortSegments(t *testing.T) {
 	ctx := context.Background()
 	srv := miniotest.Shared(t)
 	t.Run("plain", func(t *testing.T) {
 		s := newStore(t, srv, nil)
-		key := longKey(blobstore.MaxKeyLen)
+		key := blobstoretest.LongestKey(blobstore.MaxKeyLen)
 		if err := s.Put(ctx, key, strings.NewReader("x")); err != nil {
 			t.Fatalf("put %d-byte key: %v", len(key), err)
 		}
@@ -56,11 +44,11 @@ func TestLongestKeyOfShortSegments(t *testing.T) {
 	})
 	t.Run("prefix counts toward the limit", func(t *testing.T) {
 		s := newStore(t, srv, func(o *Options) { o.Prefix = "p" })
-		fits := longKey(blobstore.MaxKeyLen - 2)
+		fits := blobstoretest.LongestKey(blobstore.MaxKeyLen - 2)
 		if err := s.Put(ctx, fits, strings.NewReader("x")); err != nil {
 			t.Fatalf("put %d-byte key under prefix %q: %v", len(fits), "p/", err)
 		}
-		tooLong := longKey(blobstore.MaxKeyLen - 1)
+		tooLong := blobstoretest.LongestKey(blobstore.MaxKeyLen - 1)
 		if err := s.Put(ctx, tooLong, strings.NewReader("x")); !errors.Is(err, blobstore.ErrInvalidKey) {
 			t.Fatalf("put %d-byte key under prefix: got %v, want ErrInvalidKey", len(tooLong), err)
 		}

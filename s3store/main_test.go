@@ -1,13 +1,12 @@
 package s3store
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"math/rand/v2"
 	"os"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
@@ -41,23 +40,20 @@ func newStore(t *testing.T, srv *miniotest.Server, edit func(*Options)) *Store {
 	return s
 }
 
-// randomBytes returns n reproducible pseudo-random bytes.
-func randomBytes(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
+// randomBytes returns n reproducible pseudo-random bytes: the conformance
+// suite's payload, in the argument order this package's tests use.
+func randomBytes(n int, seed uint64) []byte { return blobstoretest.Payload(seed, int64(n)) }
 
-// onlyReader hides every method but Read, so nothing can seek or learn the
-// length: the store must stream.
+// stream returns b as a stream the store cannot seek or learn the length
+// of, so that it must stream (see blobstoretest.Stream).
+func stream(b []byte) io.Reader { return blobstoretest.Stream(b) }
+
+// onlyReader hides every method of r but Read, like the readers stream
+// returns, for the tests that wrap a reader of their own (a counting
+// reader, say) rather than a byte slice.
 type onlyReader struct{ r io.Reader }
 
 func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
-
-func stream(b []byte) io.Reader { return onlyReader{bytes.NewReader(b)} }
 
 func readAll(t *testing.T, s *Store, key string) []byte {
 	t.Helper()

@@ -11,6 +11,12 @@
 //
 // open is called once per subtest and must return an empty store that no
 // other subtest uses.
+//
+// # Helpers
+//
+// A store's own tests can use the suite's test data: [InvalidKeys] and
+// [LongestKey] for the key rules, [Payload] for reproducible contents and
+// [Stream] for a reader the store can neither seek nor measure.
 package blobstoretest
 
 import (
@@ -98,8 +104,10 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// payload returns n deterministic pseudo-random bytes, different per seed.
-func payload(seed uint64, n int64) []byte {
+// Payload returns n pseudo-random bytes, the same for the same seed in
+// every run and different per seed, so that a test can write data no store
+// compresses or deduplicates and still know what to expect back.
+func Payload(seed uint64, n int64) []byte {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	b := make([]byte, n)
 	for i := range b {
@@ -115,11 +123,14 @@ type onlyReader struct{ r io.Reader }
 
 func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 
-func stream(b []byte) io.Reader { return onlyReader{bytes.NewReader(b)} }
+// Stream returns a reader of b that hides every interface but io.Reader,
+// so that a store sees a stream of unknown length that it cannot seek, as
+// from a pipe, and must take its streaming path.
+func Stream(b []byte) io.Reader { return onlyReader{bytes.NewReader(b)} }
 
 func mustPut(t *testing.T, bs blobstore.Blobstore, key string, b []byte) {
 	t.Helper()
-	if err := bs.Put(ctxFor(t), key, stream(b)); err != nil {
+	if err := bs.Put(ctxFor(t), key, Stream(b)); err != nil {
 		t.Fatalf("Put(%q, %d bytes): %v", key, len(b), err)
 	}
 }
@@ -178,7 +189,7 @@ func (s *suite) testRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "roundtrip/" + tc.name
-			want := payload(uint64(tc.size)+1, tc.size)
+			want := Payload(uint64(tc.size)+1, tc.size)
 			mustPut(t, bs, key, want)
 			sameBytes(t, "Get after Put", mustGet(t, bs, key), want)
 			info, err := bs.Stat(ctxFor(t), key)
@@ -195,7 +206,7 @@ func (s *suite) testRoundTrip(t *testing.T) {
 func (s *suite) testOverwrite(t *testing.T) {
 	bs := s.open(t)
 	ctx := ctxFor(t)
-	first, second := payload(1, s.opts.LargeSize), payload(2, 10)
+	first, second := Payload(1, s.opts.LargeSize), Payload(2, 10)
 	mustPut(t, bs, "k", first)
 	info1, err := bs.Stat(ctx, "k")
 	if err != nil {
@@ -281,10 +292,10 @@ func (s *suite) testInvalidKeys(t *testing.T) {
 	ctx := ctxFor(t)
 	for _, key := range InvalidKeys {
 		t.Run(fmt.Sprintf("%.40q", key), func(t *testing.T) {
-			wantErr(t, "Put", bs.Put(ctx, key, stream([]byte("x"))), blobstore.ErrInvalidKey)
-			_, err := bs.PutIfAbsent(ctx, key, stream([]byte("x")))
+			wantErr(t, "Put", bs.Put(ctx, key, Stream([]byte("x"))), blobstore.ErrInvalidKey)
+			_, err := bs.PutIfAbsent(ctx, key, Stream([]byte("x")))
 			wantErr(t, "PutIfAbsent", err, blobstore.ErrInvalidKey)
-			_, err = bs.PutIfMatch(ctx, key, `"etag"`, stream([]byte("x")))
+			_, err = bs.PutIfMatch(ctx, key, `"etag"`, Stream([]byte("x")))
 			wantErr(t, "PutIfMatch", err, blobstore.ErrInvalidKey)
 			_, err = bs.Get(ctx, key)
 			wantErr(t, "Get", err, blobstore.ErrInvalidKey)
@@ -325,7 +336,7 @@ func (s *suite) testValidUnusualKeys(t *testing.T) {
 func (s *suite) testGetRange(t *testing.T) {
 	bs := s.open(t)
 	ctx := ctxFor(t)
-	data := payload(7, 1000)
+	data := Payload(7, 1000)
 	mustPut(t, bs, "r", data)
 	mustPut(t, bs, "empty", nil)
 	for _, tc := range []struct {
@@ -367,7 +378,7 @@ func (s *suite) testStat(t *testing.T) {
 	bs := s.open(t)
 	ctx := ctxFor(t)
 	before := time.Now().Add(-time.Minute)
-	etag, err := bs.PutIfAbsent(ctx, "s", stream([]byte("hello")))
+	etag, err := bs.PutIfAbsent(ctx, "s", Stream([]byte("hello")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +464,7 @@ func putParallel(t *testing.T, bs blobstore.Blobstore, keys []string) {
 	for range 8 {
 		wg.Go(func() {
 			for k := range work {
-				if err := bs.Put(ctx, k, stream([]byte(k))); err != nil {
+				if err := bs.Put(ctx, k, Stream([]byte(k))); err != nil {
 					errs <- fmt.Errorf("Put(%q): %w", k, err)
 				}
 			}
@@ -540,15 +551,15 @@ func (s *suite) testPutIfAbsent(t *testing.T) {
 	for _, size := range []int64{3, s.opts.LargeSize} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			key := fmt.Sprintf("pia/%d", size)
-			first := payload(uint64(size), size)
-			etag, err := bs.PutIfAbsent(ctx, key, stream(first))
+			first := Payload(uint64(size), size)
+			etag, err := bs.PutIfAbsent(ctx, key, Stream(first))
 			if err != nil {
 				t.Fatalf("PutIfAbsent on absent key: %v", err)
 			}
 			if etag == "" {
 				t.Fatal("PutIfAbsent returned an empty ETag")
 			}
-			_, err = bs.PutIfAbsent(ctx, key, stream(payload(99, size)))
+			_, err = bs.PutIfAbsent(ctx, key, Stream(Payload(99, size)))
 			wantErr(t, "PutIfAbsent on present key", err, blobstore.ErrPreconditionFailed)
 			sameBytes(t, "content after refused PutIfAbsent", mustGet(t, bs, key), first)
 			info, err := bs.Stat(ctx, key)
@@ -562,39 +573,39 @@ func (s *suite) testPutIfAbsent(t *testing.T) {
 func (s *suite) testPutIfMatch(t *testing.T) {
 	bs := s.open(t)
 	ctx := ctxFor(t)
-	_, err := bs.PutIfMatch(ctx, "m", `"whatever"`, stream([]byte("x")))
+	_, err := bs.PutIfMatch(ctx, "m", `"whatever"`, Stream([]byte("x")))
 	wantErr(t, "PutIfMatch on missing key", err, blobstore.ErrPreconditionFailed)
 	if ok, _ := bs.Exists(ctx, "m"); ok {
 		t.Fatal("PutIfMatch on a missing key created it")
 	}
 
-	etag1, err := bs.PutIfAbsent(ctx, "m", stream([]byte("v1")))
+	etag1, err := bs.PutIfAbsent(ctx, "m", Stream([]byte("v1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	etag2, err := bs.PutIfMatch(ctx, "m", etag1, stream([]byte("v2")))
+	etag2, err := bs.PutIfMatch(ctx, "m", etag1, Stream([]byte("v2")))
 	if err != nil {
 		t.Fatalf("PutIfMatch with the current ETag: %v", err)
 	}
 	if etag2 == etag1 || etag2 == "" {
 		t.Fatalf("PutIfMatch returned ETag %q (previous %q); want a new one", etag2, etag1)
 	}
-	_, err = bs.PutIfMatch(ctx, "m", etag1, stream([]byte("stale")))
+	_, err = bs.PutIfMatch(ctx, "m", etag1, Stream([]byte("stale")))
 	wantErr(t, "PutIfMatch with a stale ETag", err, blobstore.ErrPreconditionFailed)
-	_, err = bs.PutIfMatch(ctx, "m", "garbage-etag", stream([]byte("garbage")))
+	_, err = bs.PutIfMatch(ctx, "m", "garbage-etag", Stream([]byte("garbage")))
 	wantErr(t, "PutIfMatch with a garbage ETag", err, blobstore.ErrPreconditionFailed)
-	_, err = bs.PutIfMatch(ctx, "m", "", stream([]byte("empty")))
+	_, err = bs.PutIfMatch(ctx, "m", "", Stream([]byte("empty")))
 	if err == nil {
 		t.Fatal("PutIfMatch with an empty ETag succeeded")
 	}
 	sameBytes(t, "content after refused PutIfMatch", mustGet(t, bs, "m"), []byte("v2"))
 
-	large := payload(3, s.opts.LargeSize)
-	etag3, err := bs.PutIfMatch(ctx, "m", etag2, stream(large))
+	large := Payload(3, s.opts.LargeSize)
+	etag3, err := bs.PutIfMatch(ctx, "m", etag2, Stream(large))
 	if err != nil {
 		t.Fatalf("large PutIfMatch with the current ETag: %v", err)
 	}
-	_, err = bs.PutIfMatch(ctx, "m", etag2, stream(payload(4, s.opts.LargeSize)))
+	_, err = bs.PutIfMatch(ctx, "m", etag2, Stream(Payload(4, s.opts.LargeSize)))
 	wantErr(t, "large PutIfMatch with a stale ETag", err, blobstore.ErrPreconditionFailed)
 	sameBytes(t, "content after large PutIfMatch", mustGet(t, bs, "m"), large)
 	if info, err := bs.Stat(ctx, "m"); err != nil || info.ETag != etag3 {
@@ -650,7 +661,7 @@ func (s *suite) race(t *testing.T, bs blobstore.Blobstore, key string, write fun
 
 func (s *suite) testPutIfMatchRace(t *testing.T) {
 	bs := s.open(t)
-	etag, err := bs.PutIfAbsent(ctxFor(t), "race", stream([]byte("base")))
+	etag, err := bs.PutIfAbsent(ctxFor(t), "race", Stream([]byte("base")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +711,7 @@ func (s *suite) testPutReaderFails(t *testing.T) {
 				},
 			}
 			for name, write := range writes {
-				err := write(&failingReader{data: payload(5, tc.size), err: errReader})
+				err := write(&failingReader{data: Payload(5, tc.size), err: errReader})
 				if err == nil {
 					t.Fatalf("%s with a failing reader succeeded", name)
 				}
@@ -748,7 +759,7 @@ func (s *suite) testPutContextCancelled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bs := s.open(t)
 			ctx, cancel := context.WithCancel(ctxFor(t))
-			r := &blockingReader{ctx: ctx, first: payload(6, tc.first), rest: []byte("tail"), started: make(chan struct{})}
+			r := &blockingReader{ctx: ctx, first: Payload(6, tc.first), rest: []byte("tail"), started: make(chan struct{})}
 			done := make(chan error, 1)
 			go func() { done <- bs.Put(ctx, "cancelled", r) }()
 			select {
@@ -789,7 +800,7 @@ func (s *suite) testDelete(t *testing.T) {
 		t.Fatalf("List after Delete = %q, want [d/2]", got)
 	}
 	// A deleted key can be created again, conditionally too.
-	if _, err := bs.PutIfAbsent(ctx, "d/1", stream([]byte("again"))); err != nil {
+	if _, err := bs.PutIfAbsent(ctx, "d/1", Stream([]byte("again"))); err != nil {
 		t.Fatalf("PutIfAbsent after Delete: %v", err)
 	}
 }

@@ -65,6 +65,11 @@
 // [Server.Restart] keeps [Server.Endpoint] unchanged, as it does in process
 // mode. This assumes a local Docker daemon.
 //
+// Other container tests use the same Docker client, [DockerClient], and
+// the same way of building a FROM scratch image from a streamed build
+// context, [BuildImage]; [ContainerLogs] reads a container's output for a
+// failure message.
+//
 // [StartOnNetwork] attaches the container to a user-defined Docker network
 // under an alias, so that job containers reach it at
 // [Server.NetworkEndpoint] while the test reaches it at [Server.Endpoint].

@@ -38,8 +38,13 @@ var docker struct {
 	err    error
 }
 
-// dockerClient returns the process's Docker client, or why there is none.
-func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
+// DockerClient returns the test binary's Docker client, or why there is
+// none. The daemon is probed once per test binary, with a ping under a
+// deadline of its own, and every caller shares the client, which must not
+// be closed. The first call sets TESTCONTAINERS_RYUK_DISABLED=true unless
+// the environment sets it, because the Ryuk reaper's image cannot be pulled
+// here: whoever starts a container removes it, by id.
+func DockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
 	docker.once.Do(func() {
 		setRyukDisabled()
 		// The probe has its own deadline: an unreachable daemon must make
@@ -62,7 +67,7 @@ func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
 
 // dockerAvailable reports nil when a Docker daemon answers.
 func dockerAvailable(ctx context.Context) error {
-	_, err := dockerClient(ctx)
+	_, err := DockerClient(ctx)
 	return err
 }
 
@@ -94,7 +99,7 @@ var _ backend = (*containerBackend)(nil)
 // startDocker creates and starts a MinIO container whose S3 port is bound to
 // a free port on 127.0.0.1, and waits until it is ready.
 func startDocker(ctx context.Context, opts dockerOptions) (*Server, error) {
-	cli, err := dockerClient(ctx)
+	cli, err := DockerClient(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("miniotest: Docker is not available: %w", err)
 	}
@@ -255,10 +260,23 @@ func (c *containerBackend) exited(ctx context.Context) error {
 	return nil
 }
 
+// logs returns the last 8 KiB of the container's output: the end is
+// where MinIO says why it stopped.
 func (c *containerBackend) logs(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rc, err := c.ctr.Logs(ctx)
+	out := ContainerLogs(ctx, c.ctr)
+	if len(out) > 8<<10 {
+		out = out[len(out)-8<<10:]
+	}
+	return out
+}
+
+// ContainerLogs returns everything ctr wrote to stdout and stderr, or a
+// note saying why there is none: it is for failure messages, which must
+// not fail in turn.
+func ContainerLogs(ctx context.Context, ctr testcontainers.Container) string {
+	rc, err := ctr.Logs(ctx)
 	if err != nil {
 		return fmt.Sprintf("(no logs: %v)", err)
 	}
@@ -266,9 +284,6 @@ func (c *containerBackend) logs(ctx context.Context) string {
 	b, err := io.ReadAll(rc)
 	if err != nil && len(b) == 0 {
 		return fmt.Sprintf("(no logs: %v)", err)
-	}
-	if len(b) > 8<<10 {
-		b = b[len(b)-8<<10:]
 	}
 	return string(b)
 }
@@ -287,7 +302,7 @@ func shortID(id string) string {
 // containerExists reports whether a container with this id exists (in any
 // state); tests use it to check that cleanup removed it.
 func containerExists(ctx context.Context, id string) (bool, error) {
-	cli, err := dockerClient(ctx)
+	cli, err := DockerClient(ctx)
 	if err != nil {
 		return false, err
 	}

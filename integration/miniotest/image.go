@@ -1,13 +1,10 @@
 package miniotest
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
 
@@ -63,7 +59,7 @@ func EnsureImage(ctx context.Context) (string, error) {
 	if image.tag != "" {
 		return image.tag, nil
 	}
-	cli, err := dockerClient(ctx)
+	cli, err := DockerClient(ctx)
 	if err != nil {
 		return "", fmt.Errorf("miniotest: Docker is not available: %w", err)
 	}
@@ -86,7 +82,7 @@ func EnsureImage(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("miniotest: inspect image %s: %w", tag, err)
 	}
 	if !ok {
-		if err := buildImage(ctx, cli, bin, version, tag); err != nil {
+		if err := buildImage(ctx, bin, version, tag); err != nil {
 			return "", err
 		}
 	}
@@ -135,106 +131,23 @@ func tagSafe(v string) string {
 	}, v)
 }
 
-// buildImage builds tag from the binary. The build context (150 MB, mostly
-// the binary) is streamed to the daemon as it is written rather than
-// assembled in memory first.
-func buildImage(ctx context.Context, cli *testcontainers.DockerClient, bin, version, tag string) error {
+// buildImage builds tag from the binary, with the directories MinIO
+// writes to: /data for the objects and a world-writable /tmp.
+func buildImage(ctx context.Context, bin, version, tag string) error {
 	start := time.Now()
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeContext(pw, bin, version)) }()
-	defer pr.Close()
-
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	res, err := cli.ImageBuild(ctx, pr, client.ImageBuildOptions{
-		Tags:        []string{tag},
-		Remove:      true,
-		ForceRemove: true,
-		Labels:      map[string]string{labelHarness + ".image": "true"},
+	err := BuildImage(ctx, tag, ImageSpec{
+		Dockerfile: fmt.Sprintf(dockerfile, version),
+		Dirs:       map[string]int64{"rootfs/": 0o755, "rootfs/data/": 0o755, "rootfs/tmp/": 0o1777},
+		Files:      map[string]string{"minio": bin},
+		Labels:     map[string]string{labelHarness + ".image": "true"},
 	})
 	if err != nil {
-		return fmt.Errorf("miniotest: build image %s: %w", tag, err)
-	}
-	defer res.Body.Close()
-	if err := readBuildOutput(res.Body); err != nil {
-		return fmt.Errorf("miniotest: build image %s: %w", tag, err)
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "miniotest: built image %s from %s in %v\n", tag, bin, time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// writeContext writes the build context: Dockerfile, the binary and the
-// directory skeleton.
-func writeContext(w io.Writer, bin, version string) error {
-	tw := tar.NewWriter(w)
-	now := time.Now()
-	df := fmt.Sprintf(dockerfile, version)
-	entries := []tar.Header{
-		{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df)), Typeflag: tar.TypeReg},
-		{Name: "rootfs/", Mode: 0o755, Typeflag: tar.TypeDir},
-		{Name: "rootfs/data/", Mode: 0o755, Typeflag: tar.TypeDir},
-		{Name: "rootfs/tmp/", Mode: 0o1777, Typeflag: tar.TypeDir},
-	}
-	for _, h := range entries {
-		h.ModTime = now
-		if err := tw.WriteHeader(&h); err != nil {
-			return err
-		}
-		if h.Name == "Dockerfile" {
-			if _, err := io.WriteString(tw, df); err != nil {
-				return err
-			}
-		}
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{
-		Name: "minio", Mode: 0o755, Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg,
-	}); err != nil {
-		return err
-	}
-	if _, err := io.Copy(tw, f); err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-// readBuildOutput drains the daemon's JSON message stream and returns the
-// build error it reports, if any, with the last lines of output.
-func readBuildOutput(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	var lastLines []string
-	for {
-		var msg struct {
-			Stream      string `json:"stream"`
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if s := strings.TrimSpace(msg.Stream); s != "" {
-			lastLines = append(lastLines, s)
-			if len(lastLines) > 10 {
-				lastLines = lastLines[1:]
-			}
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("%s\n%s", msg.Error, strings.Join(lastLines, "\n"))
-		}
-	}
 }
 
 // cachedBinary is the path install-minio.sh installs to.
