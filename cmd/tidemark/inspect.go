@@ -60,15 +60,19 @@ func checkpointIDs(ctx context.Context, bs blobstore.Blobstore) ([]string, error
 	return ids, nil
 }
 
-// describe summarizes the record of id.
-func describe(ctx context.Context, s *checkpoint.BlobStorage, id string, now time.Time) (checkpointInfo, *checkpoint.BlobRecord) {
-	ci := checkpointInfo{ID: id}
+// describe summarizes the record of id; a record that cannot be read is
+// described by its error.
+func describe(ctx context.Context, s *checkpoint.BlobStorage, id string, now time.Time) checkpointInfo {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
-		ci.Error = err.Error()
-		return ci, nil
+		return checkpointInfo{ID: id, Error: err.Error()}
 	}
-	ci.Status, ci.Timestamp, ci.Epoch = rec.Status, rec.Timestamp, rec.Epoch
+	return summarize(id, rec, now)
+}
+
+// summarize summarizes rec, the record of id.
+func summarize(id string, rec *checkpoint.BlobRecord, now time.Time) checkpointInfo {
+	ci := checkpointInfo{ID: id, Status: rec.Status, Timestamp: rec.Timestamp, Epoch: rec.Epoch}
 	if ci.Status == "" {
 		ci.Status = checkpoint.StatusCompleted
 	}
@@ -85,7 +89,7 @@ func describe(ctx context.Context, s *checkpoint.BlobStorage, id string, now tim
 			}
 		}
 	}
-	return ci, rec
+	return ci
 }
 
 // latestIDs returns the ids the two pointers name ("" when absent).
@@ -138,11 +142,10 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			bs, _, err := a.openStore(ctx)
+			bs, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
 			}
-			s := readStorage(bs)
 			now := time.Now()
 			ids, err := checkpointIDs(ctx, bs)
 			if err != nil {
@@ -154,7 +157,7 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 			}
 			cps := []checkpointInfo{}
 			for _, id := range ids {
-				ci, _ := describe(ctx, s, id, now)
+				ci := describe(ctx, s, id, now)
 				var marks []string
 				if id == latest {
 					marks = append(marks, "latest")
@@ -200,9 +203,13 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 	}
 }
 
+// isAlias reports whether id is one of the aliases "latest" and
+// "latest-completed".
+func isAlias(id string) bool { return id == "latest" || id == "latest-completed" }
+
 // resolveID turns the aliases "latest" and "latest-completed" into ids.
 func resolveID(ctx context.Context, s *checkpoint.BlobStorage, id string) (string, error) {
-	if id != "latest" && id != "latest-completed" {
+	if !isAlias(id) {
 		if err := checkpoint.ValidateID(id); err != nil {
 			return "", usageError{err}
 		}
@@ -234,19 +241,19 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			bs, _, err := a.openStore(ctx)
+			_, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
 			}
-			s := readStorage(bs)
 			id, err := resolveID(ctx, s, args[0])
 			if err != nil {
 				return err
 			}
-			ci, rec := describe(ctx, s, id, time.Now())
-			if rec == nil {
-				return fmt.Errorf("checkpoint %s: %s", id, ci.Error)
+			rec, err := s.LoadRecord(ctx, id)
+			if err != nil {
+				return fmt.Errorf("checkpoint %s: %v", id, err)
 			}
+			ci := summarize(id, rec, time.Now())
 			offsets := any(string(rec.Offsets()))
 			if o, err := demo.DecodeOffsets(rec.Offsets()); err == nil {
 				offsets = o
@@ -295,21 +302,24 @@ such a checkpoint, else a savepoint label.`,
 		Args: exactArgs("ID|LABEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			bs, _, err := a.openStore(ctx)
+			bs, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
 			}
-			s := readStorage(bs)
 			name := args[0]
-			if id, rerr := resolveID(ctx, s, name); rerr == nil {
-				if _, err := s.LoadRecord(ctx, id); err == nil {
-					return a.verifyCheckpoint(ctx, bs, id)
-				} else if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
+			switch id, err := resolveID(ctx, s, name); {
+			case err == nil:
+				rec, err := s.LoadRecord(ctx, id)
+				if err == nil {
+					return a.verifyCheckpoint(ctx, bs, id, rec)
+				}
+				if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
 					return err
 				}
-			} else if name == "latest" || name == "latest-completed" {
-				return rerr
+			case isAlias(name):
+				return err // an alias names a checkpoint, never a savepoint
 			}
+			// Not a checkpoint of the store: a savepoint label, or nothing.
 			if checkpoint.ValidateLabel(name) != nil {
 				return fmt.Errorf("no checkpoint %q: %w", name, checkpoint.ErrNotFound)
 			}
@@ -335,16 +345,6 @@ type verifyResult struct {
 	Source string `json:"checkpoint,omitempty"` // a savepoint's checkpoint id
 }
 
-func (a *app) report(v verifyResult) {
-	a.emit(v, func(w io.Writer) {
-		if v.OK {
-			fmt.Fprintf(w, "%s %s: OK, %d files, %s verified\n", v.Kind, v.Name, v.Files, humanBytes(v.Bytes))
-		} else {
-			fmt.Fprintf(w, "%s %s: FAILED: %s\n", v.Kind, v.Name, v.Error)
-		}
-	})
-}
-
 // verifyFailed turns a verification error into the exit-3 kind: corrupt
 // data, or a file the record names that is missing.
 func verifyFailed(err error) error {
@@ -357,60 +357,59 @@ func verifyFailed(err error) error {
 	return err
 }
 
-func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id string) error {
-	s := readStorage(bs)
-	ci, rec := describe(ctx, s, id, time.Now())
-	if rec == nil {
-		return errors.New(ci.Error)
-	}
-	v := verifyResult{Kind: "checkpoint", Name: id, Files: ci.Files, Bytes: ci.Size}
-	p := newProgress(a.env.stderr, a.progressOn(), "verify "+id, ci.Size)
-	err := readStorage(progressStore{Blobstore: bs, p: p, reads: true}).Verify(ctx, id)
-	p.done()
+// reportVerify prints the verdict of a verification, v with OK when err is
+// nil or with the damage err found (exit 3), and returns err. An err that is
+// no verdict (store unreachable, interrupted) is only returned.
+func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error {
 	if err != nil {
-		if err = verifyFailed(err); exitCode(ctx, err) == exitVerify {
-			v.Error = err.Error()
-			a.report(v)
+		if err = verifyFailed(err); exitCode(ctx, err) != exitVerify {
+			return err
 		}
-		return err
+		v.Error = err.Error()
 	}
-	v.OK = true
-	a.report(v)
-	return nil
+	v.OK = err == nil
+	a.emit(v, func(w io.Writer) {
+		if v.OK {
+			fmt.Fprintf(w, "%s %s: OK, %d files, %s verified\n", v.Kind, v.Name, v.Files, humanBytes(v.Bytes))
+		} else {
+			fmt.Fprintf(w, "%s %s: FAILED: %s\n", v.Kind, v.Name, v.Error)
+		}
+	})
+	return err
 }
 
+// verifyCheckpoint re-reads every state file rec, the record of id, names.
+func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id string, rec *checkpoint.BlobRecord) error {
+	ci := summarize(id, rec, time.Now())
+	p := a.newProgress("verify "+id, ci.Size)
+	err := readStorage(progressStore{Blobstore: bs, p: p}).Verify(ctx, id)
+	p.done()
+	return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: id, Files: ci.Files, Bytes: ci.Size}, err)
+}
+
+// verifySavepoint re-reads the archive of savepoint label (size bytes).
 func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
-	v := verifyResult{Kind: "savepoint", Name: label}
-	p := newProgress(a.env.stderr, a.progressOn(), "verify "+label, size)
 	rc, err := bs.Get(ctx, checkpoint.SavepointKey(label))
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
+	p := a.newProgress("verify "+label, size)
 	m, err := archive.Verify(ctx, progressReader{ReadCloser: rc, p: p}, archive.Limits{})
 	p.done()
-	if err != nil {
-		if err = verifyFailed(err); exitCode(ctx, err) == exitVerify {
-			v.Error = err.Error()
-			a.report(v)
-		}
-		return err
+	v := verifyResult{Kind: "savepoint", Name: label}
+	if err == nil {
+		v.Files, v.Bytes, v.Source = len(m.Files), m.TotalSize(), manifestRecordID(m)
 	}
-	v.OK, v.Files, v.Bytes = true, len(m.Files), m.TotalSize()
-	if rec, err := manifestRecordID(m); err == nil {
-		v.Source = rec
-	}
-	a.report(v)
-	return nil
+	return a.reportVerify(ctx, v, err)
 }
 
-// manifestRecordID returns the checkpoint id of an archive's record.
-func manifestRecordID(m *archive.Manifest) (string, error) {
+// manifestRecordID returns the checkpoint id of an archive's record ("" if
+// the record does not say).
+func manifestRecordID(m *archive.Manifest) string {
 	var rec struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal(m.Record, &rec); err != nil {
-		return "", err
-	}
-	return rec.ID, nil
+	_ = json.Unmarshal(m.Record, &rec)
+	return rec.ID
 }

@@ -89,14 +89,16 @@ var errVerify = errors.New("verification failed")
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, e env) int {
-	root := newRoot(e)
+	a := &app{env: e}
+	root := a.rootCmd()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
 	code := exitCode(ctx, err)
-	if jsonOutput(root) {
+	// a.output holds --output as far as the command line was parsed.
+	if a.output == "json" {
 		writeJSON(e.stderr, map[string]any{"error": err.Error(), "exit_code": code})
 	} else {
 		fmt.Fprintf(e.stderr, "tidemark: %v\n", err)

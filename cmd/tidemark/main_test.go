@@ -112,10 +112,7 @@ func TestDemoCrashesWith137AndTheSameCommandResumesOnAnEmptyNode(t *testing.T) {
 func TestDemoExitsThreeWhenTheOutputIsNotExactlyOnce(t *testing.T) {
 	store := ranDemo(t)
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bs := openURL(t, store)
 	// A committed transaction the job never produced: counts doubled.
 	body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
 	if err := bs.Put(ctx, "sink/out/"+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
@@ -268,10 +265,7 @@ func TestVerifyCheckpointDetectsCorruptionWithExitThree(t *testing.T) {
 	}
 	mustJSON(t, store, &show, "show", "latest-completed")
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bs := openURL(t, store)
 	victim := show.Files["counts"][0].Key
 	if err := bs.Put(ctx, victim, strings.NewReader("not the state")); err != nil {
 		t.Fatal(err)
@@ -336,10 +330,7 @@ func TestSavepointCopyRefusesACorruptSavepoint(t *testing.T) {
 	dst := fileURL(t.TempDir())
 	must(t, src, "savepoint", "create", "v1")
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bs := openURL(t, src)
 	rc, err := bs.Get(ctx, checkpoint.SavepointKey("v1"))
 	if err != nil {
 		t.Fatal(err)
@@ -400,10 +391,7 @@ func TestGCDryRunReportsAndGCDeletes(t *testing.T) {
 func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
 	store := ranDemo(t)
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bs := openURL(t, store)
 	// The job is running: it holds the writer role.
 	job := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{Keep: 1})
 	epoch, err := job.Acquire(ctx)
@@ -496,5 +484,34 @@ func TestProgressIsQuietWhenNotATerminal(t *testing.T) {
 	_, errOut, code := tm(t, "", "savepoint", "cp", "v1", src, fileURL(t.TempDir()))
 	if code != 0 || errOut != "" {
 		t.Fatalf("cp off a terminal: exit %d, stderr %q; want nothing on stderr", code, errOut)
+	}
+}
+
+func TestProgressIsDrawnOnATerminalUnlessTheOutputIsJSON(t *testing.T) {
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
+	cases := []struct {
+		name    string
+		extra   []string
+		wantBar bool
+	}{
+		{"text output", nil, true},
+		{"json output", []string{"--output", "json"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"savepoint", "cp", "v1", src, fileURL(t.TempDir())}, c.extra...)
+			code := run(context.Background(), args, env{
+				stdout:   &out,
+				stderr:   &errb,
+				getenv:   func(string) string { return "" },
+				terminal: true,
+			})
+			bar := strings.Contains(errb.String(), "copy v1 [")
+			if code != 0 || bar != c.wantBar {
+				t.Fatalf("cp on a terminal with %v: exit %d, progress bar %v, want %v\nstderr: %q", c.extra, code, bar, c.wantBar, errb.String())
+			}
+		})
 	}
 }

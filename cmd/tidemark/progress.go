@@ -48,12 +48,12 @@ func humanAge(d time.Duration) string {
 }
 
 // progress draws a one-line progress bar on a terminal for a long
-// transfer. The zero value (or one made with enabled false) draws nothing.
+// transfer. A nil *progress draws nothing (app.newProgress returns nil when
+// no bar is wanted).
 type progress struct {
-	w       io.Writer
-	enabled bool
-	label   string
-	total   int64 // 0: unknown
+	w     io.Writer
+	label string
+	total int64 // 0: unknown
 
 	mu    sync.Mutex
 	n     int64
@@ -61,12 +61,8 @@ type progress struct {
 	drawn bool
 }
 
-func newProgress(w io.Writer, enabled bool, label string, total int64) *progress {
-	return &progress{w: w, enabled: enabled, label: label, total: total}
-}
-
 func (p *progress) add(n int) {
-	if p == nil || !p.enabled {
+	if p == nil {
 		return
 	}
 	p.mu.Lock()
@@ -99,7 +95,7 @@ func (p *progress) drawLocked() {
 
 // done draws the final state and ends the line.
 func (p *progress) done() {
-	if p == nil || !p.enabled {
+	if p == nil {
 		return
 	}
 	p.mu.Lock()
@@ -122,25 +118,17 @@ func (r progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// progressStore is a Blobstore decorator reporting the bytes read by Get
-// (reads) or written by Put (writes) to a progress.
+// progressStore is a Blobstore decorator that counts the bytes read by Get
+// into a progress.
 type progressStore struct {
 	blobstore.Blobstore
-	p             *progress
-	reads, writes bool
+	p *progress
 }
 
 func (s progressStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	rc, err := s.Blobstore.Get(ctx, key)
-	if err != nil || !s.reads {
+	if err != nil {
 		return rc, err
 	}
 	return progressReader{ReadCloser: rc, p: s.p}, nil
-}
-
-func (s progressStore) Put(ctx context.Context, key string, r io.Reader) error {
-	if s.writes {
-		r = progressReader{ReadCloser: io.NopCloser(r), p: s.p}
-	}
-	return s.Blobstore.Put(ctx, key, r)
 }

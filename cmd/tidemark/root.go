@@ -24,8 +24,8 @@ type app struct {
 	output string // --output
 }
 
-func newRoot(e env) *cobra.Command {
-	a := &app{env: e}
+// rootCmd builds the command tree; its flags are bound to a's fields.
+func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tidemark",
 		Short: "Object-store-native checkpoints for stream processors",
@@ -53,8 +53,8 @@ demo's exactly-once check failed), 130 interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.SetOut(e.stdout)
-	root.SetErr(e.stderr)
+	root.SetOut(a.env.stdout)
+	root.SetErr(a.env.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.store, "store", "", "store URL (default $"+storeEnv+")")
@@ -77,13 +77,6 @@ demo's exactly-once check failed), 130 interrupted.`,
 	return root
 }
 
-// jsonOutput reports whether --output json was given (for error output,
-// after the command ran).
-func jsonOutput(root *cobra.Command) bool {
-	f := root.PersistentFlags().Lookup("output")
-	return f != nil && f.Value.String() == "json"
-}
-
 // Argument validators that report usage errors (exit 2).
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
@@ -96,6 +89,21 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != len(names) {
 			return usagef("%s: want %d argument(s) (%s), got %d", cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// labelArgs is exactArgs for commands whose first argument is a savepoint
+// label: a label that is not a single key segment (one that would escape
+// savepoints/) is a usage error too.
+func labelArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := exactArgs(names...)(cmd, args); err != nil {
+			return err
+		}
+		if err := checkpoint.ValidateLabel(args[0]); err != nil {
+			return usageError{err}
 		}
 		return nil
 	}
@@ -123,6 +131,16 @@ func (a *app) openStore(ctx context.Context) (blobstore.Blobstore, string, error
 		return nil, "", err
 	}
 	return bs, u, nil
+}
+
+// openReader opens the store of --store or $TIDEMARK_STORE and a
+// BlobStorage that reads its checkpoints.
+func (a *app) openReader(ctx context.Context) (blobstore.Blobstore, *checkpoint.BlobStorage, error) {
+	bs, _, err := a.openStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return bs, readStorage(bs), nil
 }
 
 // readStorage returns a BlobStorage for reading the checkpoints of bs
@@ -167,6 +185,12 @@ func writeJSON(w io.Writer, v any) {
 	fmt.Fprintf(w, "%s\n", b)
 }
 
-// progressOn reports whether progress bars are wanted: on a terminal,
-// and not when the output is for a script.
-func (a *app) progressOn() bool { return a.env.terminal && a.output != "json" }
+// newProgress returns a progress bar for a transfer of total bytes (0:
+// unknown) on stderr, or nil (which draws nothing) when no bar is wanted:
+// off a terminal, or when the output is for a script.
+func (a *app) newProgress(label string, total int64) *progress {
+	if !a.env.terminal || a.output == "json" {
+		return nil
+	}
+	return &progress{w: a.env.stderr, label: label, total: total}
+}

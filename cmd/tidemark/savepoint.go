@@ -33,13 +33,6 @@ store. Garbage collection never touches it; it can be copied to another store
 	return cmd
 }
 
-func validLabel(label string) error {
-	if err := checkpoint.ValidateLabel(label); err != nil {
-		return usageError{err}
-	}
-	return nil
-}
-
 func (a *app) savepointCreateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "create LABEL",
@@ -48,26 +41,21 @@ func (a *app) savepointCreateCmd() *cobra.Command {
 from the store and checked against its digests) into savepoints/LABEL, replacing a
 savepoint of that label. It needs no writer role: a running job is not disturbed.`,
 		Example: `  tidemark savepoint create before-upgrade --store file://$PWD/.tidemark/store`,
-		Args:    exactArgs("LABEL"),
+		Args:    labelArgs("LABEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label := args[0]
-			if err := validLabel(label); err != nil {
-				return err
-			}
-			bs, _, err := a.openStore(ctx)
+			bs, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
 			}
-			s := readStorage(bs)
 			total := int64(0)
 			if cp, err := s.LoadLatestCompleted(ctx); err == nil && cp != nil {
-				ci, _ := describe(ctx, s, cp.ID, time.Now())
-				total = ci.Size
+				total = describe(ctx, s, cp.ID, time.Now()).Size
 			}
 			// Progress counts the state read from the store into the archive.
-			p := newProgress(a.env.stderr, a.progressOn(), "savepoint "+label, total)
-			src := readStorage(progressStore{Blobstore: bs, p: p, reads: true})
+			p := a.newProgress("savepoint "+label, total)
+			src := readStorage(progressStore{Blobstore: bs, p: p})
 			id, err := checkpoint.CreateSavepoint(ctx, src, bs, label)
 			p.done()
 			if err != nil {
@@ -99,13 +87,10 @@ running on the store. The store must not hold a checkpoint as new as the savepoi
 		Example: `  tidemark savepoint restore v1 --store s3://dr-bucket/wordcount
   tidemark savepoint restore v1 --from s3://backup/wordcount --store file:///srv/job
   tidemark demo --store s3://dr-bucket/wordcount    # resumes from the savepoint`,
-		Args: exactArgs("LABEL"),
+		Args: labelArgs("LABEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label := args[0]
-			if err := validLabel(label); err != nil {
-				return err
-			}
 			bs, storeURL, err := a.openStore(ctx)
 			if err != nil {
 				return err
@@ -125,8 +110,8 @@ running on the store. The store must not hold a checkpoint as new as the savepoi
 				return err
 			}
 			defer cleanup()
-			p := newProgress(a.env.stderr, a.progressOn(), "restore "+label, size)
-			id, err := checkpoint.RestoreSavepoint(ctx, dst, progressStore{Blobstore: src, p: p, reads: true}, label)
+			p := a.newProgress("restore "+label, size)
+			id, err := checkpoint.RestoreSavepoint(ctx, dst, progressStore{Blobstore: src, p: p}, label)
 			p.done()
 			if err != nil {
 				return err
@@ -180,13 +165,10 @@ func (a *app) savepointRmCmd() *cobra.Command {
 		Short:   "Remove savepoint LABEL",
 		Long:    `rm deletes savepoints/LABEL. A label that does not exist is an error (exit 1).`,
 		Example: `  tidemark savepoint rm before-upgrade`,
-		Args:    exactArgs("LABEL"),
+		Args:    labelArgs("LABEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label := args[0]
-			if err := validLabel(label); err != nil {
-				return err
-			}
 			bs, _, err := a.openStore(ctx)
 			if err != nil {
 				return err
@@ -219,13 +201,10 @@ manifest, every file's size and SHA-256 on the way. A damaged savepoint is not
 copied (nothing appears in DST) and the exit code is 3.`,
 		Example: `  tidemark savepoint cp v1 file://$PWD/.tidemark/store 's3://dr-bucket/wordcount?region=eu-west-2'
   tidemark savepoint cp v1 s3://prod/job s3://backup/job --output json`,
-		Args: exactArgs("LABEL", "SRC_URL", "DST_URL"),
+		Args: labelArgs("LABEL", "SRC_URL", "DST_URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label, srcURL, dstURL := args[0], args[1], args[2]
-			if err := validLabel(label); err != nil {
-				return err
-			}
 			src, err := blobstore.Open(ctx, srcURL)
 			if err != nil {
 				return err
@@ -242,8 +221,8 @@ copied (nothing appears in DST) and the exit code is 3.`,
 				return err
 			}
 			start := time.Now()
-			p := newProgress(a.env.stderr, a.progressOn(), "copy "+label, info.Size)
-			err = checkpoint.CopySavepoint(ctx, progressStore{Blobstore: src, p: p, reads: true}, dst, label)
+			p := a.newProgress("copy "+label, info.Size)
+			err = checkpoint.CopySavepoint(ctx, progressStore{Blobstore: src, p: p}, dst, label)
 			p.done()
 			if err != nil {
 				return verifyFailed(err)
