@@ -31,6 +31,36 @@
 // Pointers never move backwards, and a record is durable before a pointer
 // names it. SweepOrphans removes state directories without a record.
 //
+// # Checkpoints in the object store
+//
+// BlobStorage implements Storage on any blobstore.Blobstore, so a job on
+// an ephemeral node keeps nothing that matters on its own disk:
+//
+//	checkpoints/<id>/checkpoint.json                  record + every file's key, size, SHA-256
+//	checkpoints/<id>/private/e<epoch>/<owner>/…       files of one checkpoint (MANIFEST, OPTIONS, WAL)
+//	shared/<owner>/<id>-e<epoch>/<path>               immutable files (SSTs), uploaded once, shared
+//	_latest, _latest-completed                        pointers {"id","epoch"}, moved by compare-and-swap
+//	_writer                                           the writer epoch (fencing)
+//	pins/<id>/<nonce>                                 restores in progress
+//
+// A writer takes the role with Acquire: it raises the epoch in _writer by
+// compare-and-swap and rewrites both pointers with it. Every later pointer
+// move is a compare-and-swap that refuses a pointer carrying a newer
+// epoch, and every delete first checks _writer, so a writer that lost the
+// role (a zombie) gets ErrFenced and can do no further harm.
+//
+// Save uploads the state directories in parallel, hashing each file in the
+// same pass as its upload. An immutable file that an earlier checkpoint
+// of this writer already uploaded — recognised by its inode, since Pebble
+// checkpoints hard-link unchanged SSTs — is referenced, not uploaded
+// again, so an incremental checkpoint costs what changed. Restore (or
+// Materialize, which does nothing for a FileStorage) downloads a
+// checkpoint into StateDir(id) on a node with an empty disk, verifying
+// every size and digest, and pins it while it reads. GC keeps the newest
+// completed checkpoints and everything they use, deletes a record before
+// its files, and removes what crashed saves left behind only after a
+// grace period.
+//
 // # The two-phase protocol
 //
 // Coordinator collects three inputs per checkpoint, in any order — the
@@ -107,6 +137,8 @@
 // Errors wrap sentinels so callers branch with errors.Is: ErrNotFound (no
 // such checkpoint), ErrInvalidID, ErrInvalidLabel, ErrNotNewer (a restore
 // that could not become the latest completed checkpoint), ErrNoCompleted
-// (nothing to make a savepoint of), ErrInjected (a hook's HookFail), and
-// ErrBlobNotFound (= blobstore.ErrNotFound, a missing savepoint).
+// (nothing to make a savepoint of), ErrInjected (a hook's HookFail),
+// ErrFenced (another writer took over), ErrNotWriter (a write without
+// Acquire), and ErrBlobNotFound (= blobstore.ErrNotFound, a missing
+// savepoint). A corrupt object or archive wraps archive.ErrCorrupt.
 package checkpoint
