@@ -35,8 +35,11 @@ package s3store
 // resident set (VmHWM after resetting it through /proc/self/clear_refs,
 // and VmRSS sampled) over its value before the benchmark, after returning
 // freed memory to the OS; heap-peak-MiB is the same for the Go heap's
-// object bytes (runtime/metrics, sampled). bound-MiB is what Options
-// promises for an upload, PartSize × (Concurrency+1). MinIO is another
+// object bytes (runtime/metrics, sampled). Each benchmark starts with the
+// Store's buffer cache emptied, so the buffers it uses are counted even if
+// an earlier benchmark left them cached. bound-MiB is what Options
+// promises: PartSize × (Concurrency+1) for an upload, PartSize ×
+// Concurrency for GetParallel (Download holds no part buffers). MinIO is another
 // process (or container) and is not counted in those. cpu-ms/op is this
 // process's CPU time (user+system, all threads, 10 ms ticks) per
 // operation and minio-cpu-ms/op MinIO's, when it runs as a process
@@ -170,6 +173,7 @@ func BenchmarkPut(b *testing.B) {
 				key := "put/tidemark/" + size.name
 				b.SetBytes(size.n)
 				b.ReportAllocs()
+				s.bufs.release() // measure from an empty buffer cache
 				m := startMeter(b, miniotest.Shared(b).PID())
 				for b.Loop() {
 					if err := s.Put(b.Context(), key, newGenReader(block, size.n)); err != nil {
@@ -248,14 +252,15 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 	impls := []struct {
-		name string
-		get  getter
+		name  string
+		get   getter
+		bound int64 // buffers promised, for objects over one part
 	}{
-		{"tidemark", stream(s.Get)},
-		{"tidemark-parallel", stream(s.GetParallel)},
+		{"tidemark", stream(s.Get), 0},
+		{"tidemark-parallel", stream(s.GetParallel), s.partSize * int64(s.conc)},
 		{"tidemark-download", func(ctx context.Context, key string) (int64, error) {
 			return s.Download(ctx, key, discardAt{})
-		}},
+		}, 0},
 		{"sdk-downloader", func(ctx context.Context, key string) (int64, error) {
 			out, err := tm.DownloadObject(ctx, &transfermanager.DownloadObjectInput{
 				Bucket:   aws.String(s.bucket),
@@ -266,7 +271,7 @@ func BenchmarkGet(b *testing.B) {
 				return 0, err
 			}
 			return aws.ToInt64(out.ContentLength), nil
-		}},
+		}, 0},
 		{"sdk-getobject", stream(func(ctx context.Context, key string) (io.ReadCloser, error) {
 			out, err := tm.GetObject(ctx, &transfermanager.GetObjectInput{
 				Bucket: aws.String(s.bucket),
@@ -276,7 +281,7 @@ func BenchmarkGet(b *testing.B) {
 				return nil, err
 			}
 			return io.NopCloser(out.Body), nil
-		})},
+		}), 0},
 	}
 
 	for _, impl := range impls {
@@ -286,6 +291,7 @@ func BenchmarkGet(b *testing.B) {
 					key := objectOf(b, size.n)
 					b.SetBytes(size.n)
 					b.ReportAllocs()
+					s.bufs.release() // the upload's buffers; measure from none
 					m := startMeter(b, miniotest.Shared(b).PID())
 					for b.Loop() {
 						n, err := impl.get(b.Context(), key)
@@ -296,7 +302,7 @@ func BenchmarkGet(b *testing.B) {
 							b.Fatalf("got %d bytes, want %d", n, size.n)
 						}
 					}
-					m.report(b, 0)
+					m.report(b, impl.bound)
 				})
 			}
 		})

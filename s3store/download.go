@@ -19,20 +19,59 @@ var errReadAfterClose = errors.New("s3store: read after close")
 // an object replaced during the download fails with
 // blobstore.ErrPreconditionFailed instead of mixing two versions.
 
-// fetchRange reads exactly len(dst) bytes at off from okey into dst.
-func (s *Store) fetchRange(ctx context.Context, key, okey, etag string, off int64, dst []byte) error {
+// downloadCopyBuf is the size of the buffer through which Download copies
+// each range from the response to the io.WriterAt: large enough that a
+// file gets few pwrite calls, small enough that Concurrency of them cost
+// nothing next to a part.
+const downloadCopyBuf = 256 << 10
+
+// getRange starts a GET of n > 0 bytes at off of okey, on condition that
+// its ETag is still etag.
+func (s *Store) getRange(ctx context.Context, key, okey, etag string, off, n int64) (io.ReadCloser, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket:  &s.bucket,
 		Key:     &okey,
-		Range:   aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(dst))-1)),
+		Range:   aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
 		IfMatch: aws.String(quote(etag)),
 	})
 	if err != nil {
-		return s.wrap("download", key, err, true)
+		return nil, s.wrap("download", key, err, true)
 	}
-	defer out.Body.Close()
-	if _, err := io.ReadFull(out.Body, dst); err != nil {
+	return out.Body, nil
+}
+
+// fetchRange reads exactly len(dst) bytes at off from okey into dst.
+func (s *Store) fetchRange(ctx context.Context, key, okey, etag string, off int64, dst []byte) error {
+	body, err := s.getRange(ctx, key, okey, etag, off, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if _, err := io.ReadFull(body, dst); err != nil {
 		return fmt.Errorf("s3store: download %q: range at %d: %w", key, off, err)
+	}
+	return nil
+}
+
+// copyRange copies n bytes at off from okey to w at the same offset,
+// through buf.
+func (s *Store) copyRange(ctx context.Context, key, okey, etag string, off, n int64, w io.WriterAt, buf []byte) error {
+	body, err := s.getRange(ctx, key, okey, etag, off, n)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	for done := int64(0); done < n; {
+		m, err := io.ReadFull(body, buf[:min(int64(len(buf)), n-done)])
+		if m > 0 {
+			if _, err := w.WriteAt(buf[:m], off+done); err != nil {
+				return fmt.Errorf("s3store: download %q: write at %d: %w", key, off+done, err)
+			}
+			done += int64(m)
+		}
+		if err != nil {
+			return fmt.Errorf("s3store: download %q: range at %d: %w", key, off, err)
+		}
 	}
 	return nil
 }
@@ -41,7 +80,9 @@ func (s *Store) fetchRange(ctx context.Context, key, okey, etag string, off int6
 // returns its size. Ranges arrive out of order and WriteAt is called from
 // several goroutines at once (os.File allows that); use GetParallel to
 // get the bytes in order instead (to hash them on the way, for example).
-// On error, w may hold part of the object.
+// It holds no part buffers: each range is copied from its response to w
+// as it arrives, through a small buffer. On error, w may hold part of the
+// object.
 func (s *Store) Download(ctx context.Context, key string, w io.WriterAt) (int64, error) {
 	okey, err := s.objectKey(key)
 	if err != nil {
@@ -51,20 +92,24 @@ func (s *Store) Download(ctx context.Context, key string, w io.WriterAt) (int64,
 	if err != nil {
 		return 0, err
 	}
+	// An object of one part or less is one GET, streamed like the others;
+	// an empty one needs none (and no range of it exists).
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.conc)
+	// At most Concurrency ranges run at once, each holding one copy
+	// buffer, so the channel never holds more than Concurrency buffers
+	// and the send below never blocks.
+	copyBufs := make(chan []byte, s.conc)
 	for off := int64(0); off < info.Size; off += s.partSize {
 		g.Go(func() error {
-			buf := s.getBuf()
-			n := min(s.partSize, info.Size-off)
-			if err := s.fetchRange(gctx, key, okey, info.ETag, off, (*buf)[:n]); err != nil {
-				return err
+			var buf []byte
+			select {
+			case buf = <-copyBufs:
+			default:
+				buf = make([]byte, downloadCopyBuf)
 			}
-			if _, err := w.WriteAt((*buf)[:n], off); err != nil {
-				return fmt.Errorf("s3store: download %q: write at %d: %w", key, off, err)
-			}
-			s.putBuf(buf)
-			return nil
+			defer func() { copyBufs <- buf }()
+			return s.copyRange(gctx, key, okey, info.ETag, off, min(s.partSize, info.Size-off), w, buf)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -77,7 +122,10 @@ func (s *Store) Download(ctx context.Context, key string, w io.WriterAt) (int64,
 // up to Concurrency ranges of PartSize bytes ahead in parallel and yields
 // them in order, so a single reader (io.Copy into a file and a hasher)
 // gets the throughput of a parallel download in one pass. It holds at
-// most Concurrency buffers of PartSize bytes. The caller closes it.
+// most Concurrency buffers of PartSize bytes (none for an object of one
+// part or less, which is read like Get). The reader implements
+// io.WriterTo, so io.Copy writes each range straight from its buffer. The
+// caller closes it.
 func (s *Store) GetParallel(ctx context.Context, key string) (io.ReadCloser, error) {
 	okey, err := s.objectKey(key)
 	if err != nil {
@@ -92,22 +140,25 @@ func (s *Store) GetParallel(ctx context.Context, key string) (io.ReadCloser, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr := &parallelReader{
-		s:      s,
+		bufs:   newPartBudget(s.bufs, s.conc),
 		cancel: cancel,
 		queue:  make(chan *chunk, s.conc),
-		sem:    make(chan struct{}, s.conc),
 	}
 	pr.wg.Go(func() {
 		defer close(pr.queue)
 		for off := int64(0); off < info.Size; off += s.partSize {
-			// A slot is taken before the fetch starts and given back when
-			// the reader has consumed the chunk, which bounds the buffers.
-			select {
-			case pr.sem <- struct{}{}:
-			case <-ctx.Done():
+			// A buffer (and its slot) is taken before the fetch starts and
+			// given back when the reader has consumed the chunk, which
+			// bounds the buffers to Concurrency.
+			buf, err := pr.bufs.get(ctx)
+			if err != nil {
+				// Cancelled (by the caller or by Close): the object is not
+				// complete, so the reader must not see a clean EOF. Read
+				// sees this after the queue is closed.
+				pr.schedErr = fmt.Errorf("s3store: download %q: %w", key, err)
 				return
 			}
-			c := &chunk{done: make(chan struct{}), buf: s.getBuf(), n: int(min(s.partSize, info.Size-off))}
+			c := &chunk{done: make(chan struct{}), buf: buf, n: int(min(s.partSize, info.Size-off))}
 			pr.queue <- c // never blocks: at most conc chunks hold slots
 			pr.wg.Go(func() {
 				defer close(c.done)
@@ -125,26 +176,31 @@ type chunk struct {
 	err  error
 }
 
+// parallelReader yields the chunks GetParallel fetches, in order. Read,
+// WriteTo and Close are for one goroutine.
 type parallelReader struct {
-	s      *Store
-	cancel context.CancelFunc
-	queue  chan *chunk
-	sem    chan struct{}
-	wg     sync.WaitGroup
-	cur    *chunk
-	off    int
-	err    error
-	once   sync.Once
+	bufs     *partBudget
+	cancel   context.CancelFunc
+	queue    chan *chunk
+	schedErr error // set by the scheduler before it closes queue
+	wg       sync.WaitGroup
+	cur      *chunk
+	off      int
+	err      error
+	once     sync.Once
 }
 
+// release gives back c's buffer. A failed GET leaves nothing reading it:
+// fetchRange has returned and closed the body.
 func (r *parallelReader) release(c *chunk) {
-	r.s.putBuf(c.buf)
-	<-r.sem
+	r.bufs.put(c.buf)
 }
 
-func (r *parallelReader) Read(p []byte) (int, error) {
+// next makes r.cur a chunk with bytes left to yield, waiting for its
+// fetch, or returns the error that ends the reader (io.EOF at the end).
+func (r *parallelReader) next() error {
 	if r.err != nil {
-		return 0, r.err
+		return r.err
 	}
 	for r.cur == nil || r.off == r.cur.n {
 		if r.cur != nil {
@@ -154,19 +210,53 @@ func (r *parallelReader) Read(p []byte) (int, error) {
 		c, ok := <-r.queue
 		if !ok {
 			r.err = io.EOF
-			return 0, r.err
+			if r.schedErr != nil {
+				r.err = r.schedErr
+			}
+			return r.err
 		}
 		<-c.done
 		if c.err != nil {
 			r.release(c)
 			r.err = c.err
-			return 0, r.err
+			return r.err
 		}
 		r.cur, r.off = c, 0
+	}
+	return nil
+}
+
+func (r *parallelReader) Read(p []byte) (int, error) {
+	if err := r.next(); err != nil {
+		return 0, err
 	}
 	n := copy(p, (*r.cur.buf)[r.off:r.cur.n])
 	r.off += n
 	return n, nil
+}
+
+// WriteTo writes the rest of the object to w, each chunk in one Write
+// from its buffer, and returns the bytes written. io.Copy uses it, which
+// saves copying every byte through the caller's buffer.
+func (r *parallelReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.next(); err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, err
+		}
+		n, err := w.Write((*r.cur.buf)[r.off:r.cur.n])
+		r.off += n
+		total += int64(n)
+		if err == nil && r.off < r.cur.n {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }
 
 // Close stops the prefetching and waits for it, so no request outlives

@@ -65,7 +65,8 @@ type Options struct {
 	PartSize int64
 	// Concurrency is the number of parts transferred in parallel per
 	// upload or download; DefaultConcurrency if zero. An upload holds at
-	// most PartSize × (Concurrency+1) bytes.
+	// most PartSize × (Concurrency+1) bytes of buffers, GetParallel
+	// PartSize × Concurrency, Download none.
 	Concurrency int
 	// SSE is the server-side encryption to request: "" (the bucket's
 	// default), "AES256" or "aws:kms".
@@ -104,8 +105,8 @@ type Store struct {
 	conc     int
 	sse      types.ServerSideEncryption
 	kmsKey   string
-	crc32    bool // ask for CRC32 part checksums on multipart uploads
-	bufs     sync.Pool
+	crc32    bool      // ask for CRC32 part checksums on multipart uploads
+	bufs     *bufCache // part buffers between operations (buffers.go)
 
 	// failedAborts are multipart uploads of this Store whose abort failed
 	// (the server was unreachable). AbortIncompleteUploads retries them by
@@ -171,8 +172,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if s.endpoint == "" {
 		s.endpoint = "AWS S3"
 	}
-	size := s.partSize
-	s.bufs.New = func() any { b := make([]byte, size); return &b }
+	// The cache keeps what one upload uses, so back-to-back uploads reuse
+	// their buffers.
+	s.bufs = newBufCache(s.partSize, s.conc+1)
 
 	load := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
@@ -259,9 +261,6 @@ func (s *Store) objectKey(key string) (string, error) {
 	}
 	return full, nil
 }
-
-func (s *Store) getBuf() *[]byte  { return s.bufs.Get().(*[]byte) }
-func (s *Store) putBuf(b *[]byte) { s.bufs.Put(b) }
 
 // ETags are kept without the quotes S3 puts around them, so the same
 // object has the same ETag whichever response it came from; quote adds

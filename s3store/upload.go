@@ -35,9 +35,11 @@ import (
 //     need the 412 answer unwrapped to resolve it against our write id.
 //
 // What is here is the same pipeline in about a hundred lines: one
-// goroutine reads parts into pooled buffers and hands them to Concurrency
-// workers over an unbuffered channel, so an upload holds at most
-// Concurrency+1 buffers.
+// goroutine reads parts into buffers and hands them to Concurrency workers
+// over an unbuffered channel. The buffers come from a partBudget of
+// Concurrency+1 slots (buffers.go), so an upload holds at most
+// Concurrency+1 of them whatever the scheduling, and reuses them: a
+// buffer goes back once its part is uploaded.
 
 // abortTimeout bounds the cleanup requests made after a failure, with a
 // fresh context since the caller's may be the reason for the failure.
@@ -123,23 +125,29 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c conditio
 	if err != nil {
 		return "", err
 	}
-	buf := s.getBuf()
+	bufs := newPartBudget(s.bufs, s.conc+1)
+	buf, err := bufs.get(ctx)
+	if err != nil {
+		return "", fmt.Errorf("s3store: %s %q: %w", op, key, err)
+	}
 	n, err := readFull(ctx, r, *buf)
 	if err != nil && err != io.EOF {
-		s.putBuf(buf)
+		bufs.put(buf)
 		return "", fmt.Errorf("s3store: %s %q: %w", op, key, err)
 	}
 	if err == io.EOF {
 		etag, err := s.putSingle(ctx, okey, (*buf)[:n], c)
-		// The buffer goes back to the pool only after a success: after a
-		// failed request the HTTP transport may still be reading the body
-		// in another goroutine.
+		// The buffer is reused only after a success: after a failed
+		// request the HTTP transport may still be reading the body in
+		// another goroutine.
 		if err == nil {
-			s.putBuf(buf)
+			bufs.put(buf)
+		} else {
+			bufs.drop(buf)
 		}
 		return s.resolve(ctx, op, key, okey, etag, err, c)
 	}
-	etag, err := s.putMultipart(ctx, okey, buf, n, r, c)
+	etag, err := s.putMultipart(ctx, okey, bufs, buf, n, r, c)
 	return s.resolve(ctx, op, key, okey, etag, err, c)
 }
 
@@ -226,7 +234,8 @@ type part struct {
 
 // putMultipart uploads first[:n] and the rest of r as a multipart upload
 // and completes it under condition c. On any failure it aborts the upload.
-func (s *Store) putMultipart(ctx context.Context, okey string, first *[]byte, n int, r io.Reader, c condition) (string, error) {
+// The parts' buffers come from bufs; first is already one of them.
+func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget, first *[]byte, n int, r io.Reader, c condition) (string, error) {
 	cin := &s3.CreateMultipartUploadInput{
 		Bucket:   &s.bucket,
 		Key:      &okey,
@@ -242,7 +251,7 @@ func (s *Store) putMultipart(ctx context.Context, okey string, first *[]byte, n 
 	}
 	created, err := s.client.CreateMultipartUpload(ctx, cin)
 	if err != nil {
-		s.putBuf(first)
+		bufs.put(first) // sent nowhere yet
 		return "", err
 	}
 	uploadID := created.UploadId
@@ -261,7 +270,7 @@ func (s *Store) putMultipart(ctx context.Context, okey string, first *[]byte, n 
 		wg.Go(func() {
 			for p := range parts {
 				if upCtx.Err() != nil {
-					s.putBuf(p.buf) // failed already: drain without sending
+					bufs.put(p.buf) // failed already: drain without sending
 					continue
 				}
 				pin := &s3.UploadPartInput{
@@ -277,10 +286,11 @@ func (s *Store) putMultipart(ctx context.Context, okey string, first *[]byte, n 
 				}
 				out, err := s.client.UploadPart(upCtx, pin)
 				if err != nil {
+					bufs.drop(p.buf) // the transport may still read it
 					cancel(fmt.Errorf("upload part %d: %w", p.num, err))
 					continue
 				}
-				s.putBuf(p.buf)
+				bufs.put(p.buf)
 				mu.Lock()
 				completed = append(completed, types.CompletedPart{
 					PartNumber:    aws.Int32(p.num),
@@ -302,25 +312,32 @@ func (s *Store) putMultipart(ctx context.Context, okey string, first *[]byte, n 
 	}
 	readErr := func() error {
 		if !send(part{num: 1, buf: first, n: n}) {
-			s.putBuf(first)
+			bufs.put(first)
 			return nil
 		}
 		for num := int32(2); ; num++ {
-			buf := s.getBuf()
+			// Blocks while Concurrency parts are being uploaded and the
+			// last one read waits for a worker; fails once upCtx is done.
+			buf, err := bufs.get(upCtx)
+			if err != nil {
+				return err
+			}
 			m, err := readFull(upCtx, r, *buf)
 			if err != nil && err != io.EOF {
+				bufs.put(buf)
 				return err
 			}
 			if m > 0 {
 				if num > MaxParts {
+					bufs.put(buf)
 					return fmt.Errorf("object larger than %d parts of %d bytes (raise PartSize)", MaxParts, s.partSize)
 				}
 				if !send(part{num: num, buf: buf, n: m}) {
-					s.putBuf(buf)
+					bufs.put(buf)
 					return nil
 				}
 			} else {
-				s.putBuf(buf)
+				bufs.put(buf)
 			}
 			if err == io.EOF {
 				return nil

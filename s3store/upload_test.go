@@ -181,19 +181,40 @@ func TestPutCancelledMidStreamLeavesNothing(t *testing.T) {
 	}
 }
 
-// gatedTransport holds every UploadPart request until release is closed.
+// gatedTransport holds every request that hold matches (by default
+// UploadPart) until release is closed.
 type gatedTransport struct {
 	base    http.RoundTripper
+	hold    func(*http.Request) bool
 	release chan struct{}
 	held    atomic.Int32
 }
 
+func isUploadPart(req *http.Request) bool {
+	return req.Method == http.MethodPut && req.URL.Query().Has("partNumber")
+}
+
 func (g *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPut && req.URL.Query().Has("partNumber") {
+	hold := g.hold
+	if hold == nil {
+		hold = isUploadPart
+	}
+	if hold(req) {
 		g.held.Add(1)
 		<-g.release
 	}
 	return g.base.RoundTrip(req)
+}
+
+// waitHeld waits until gate holds want requests, then a moment more for
+// any that should not come.
+func waitHeld(t *testing.T, gate *gatedTransport, want int32) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for gate.held.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
 }
 
 // countingReader counts the bytes read from it.
@@ -222,12 +243,9 @@ func TestPutReadsAtMostConcurrencyPlusOnePartsAhead(t *testing.T) {
 
 	// Wait until every worker holds a part, then give the reader time to
 	// run ahead if it could.
-	deadline := time.Now().Add(30 * time.Second)
-	for gate.held.Load() < conc && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	waitHeld(t, gate, conc)
 	read := r.n.Load()
+	allocated := s.bufs.allocs.Load()
 	close(gate.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -238,9 +256,62 @@ func TestPutReadsAtMostConcurrencyPlusOnePartsAhead(t *testing.T) {
 	if read < int64(conc)*testPartSize {
 		t.Errorf("only %d bytes read while %d parts were in flight", read, conc)
 	}
+	if allocated > conc+1 {
+		t.Errorf("%d part buffers allocated while the parts were held, want at most concurrency+1 = %d", allocated, conc+1)
+	}
 	if got := readAll(t, s, "k"); len(got) != size {
 		t.Errorf("got %d bytes, want %d", len(got), size)
 	}
+}
+
+func TestPutAllocatesAtMostConcurrencyPlusOneBuffersAcrossUploads(t *testing.T) {
+	const conc = 2
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Concurrency = conc })
+	data := randomBytes(8*testPartSize+1, 8)
+	// Three uploads of nine parts each: the buffers of the first are
+	// reused by the parts after them and by the next uploads, none is
+	// left to the garbage collector and replaced.
+	for i := range 3 {
+		if err := s.Put(context.Background(), "k", stream(data)); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if got := s.bufs.allocs.Load(); got > conc+1 {
+		t.Errorf("%d part buffers allocated for three uploads, want at most concurrency+1 = %d", got, conc+1)
+	}
+	if got := readAll(t, s, "k"); !bytes.Equal(got, data) {
+		t.Errorf("got %d bytes, differing from the %d written", len(got), len(data))
+	}
+}
+
+// failingTransport fails every UploadPart request of part number 2
+// without sending it.
+type failingTransport struct{ base http.RoundTripper }
+
+func (f failingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isUploadPart(req) && req.URL.Query().Get("partNumber") == "2" {
+		return nil, errors.New("injected: connection reset")
+	}
+	return f.base.RoundTrip(req)
+}
+
+func TestPutDoesNotReuseTheBufferOfAFailedPart(t *testing.T) {
+	s := newStore(t, miniotest.Shared(t), func(o *Options) {
+		o.Concurrency = 1
+		o.MaxAttempts = 1
+		o.HTTPClient = &http.Client{Transport: failingTransport{http.DefaultTransport}}
+	})
+	err := s.Put(context.Background(), "k", stream(randomBytes(4*testPartSize, 14)))
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("got %v, want the injected failure", err)
+	}
+	// Part 1 succeeded and its buffer is cached; part 2's buffer, which the
+	// transport may still hold after a failure, must not be.
+	if got := s.bufs.cached(); got != 1 {
+		t.Errorf("%d buffers cached after the failed upload, want 1 (the successful part's)", got)
+	}
+	assertAbsent(t, s, "k")
+	assertNoUploads(t, s, "k")
 }
 
 // serverStoppingReader stops srv after n bytes, then keeps producing.

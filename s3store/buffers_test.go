@@ -1,0 +1,61 @@
+package s3store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/integration/miniotest"
+)
+
+func TestIdleStoreReleasesItsBuffers(t *testing.T) {
+	s := newStore(t, miniotest.Shared(t), nil)
+	s.bufs.idle = 100 * time.Millisecond
+	if err := s.Put(context.Background(), "k", stream(randomBytes(3*testPartSize, 20))); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.bufs.cached(); got == 0 {
+		t.Fatal("no buffer cached right after an upload")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.bufs.cached() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := s.bufs.cached(); got != 0 {
+		t.Errorf("%d buffers still cached %v after the last use", got, 10*time.Second)
+	}
+}
+
+func TestBufCacheKeepsAtMostItsCapacity(t *testing.T) {
+	c := newBufCache(1<<10, 2)
+	bufs := []*[]byte{c.get(), c.get(), c.get()}
+	for _, b := range bufs {
+		c.put(b)
+	}
+	if got := c.cached(); got != 2 {
+		t.Errorf("cached %d buffers, want the capacity 2", got)
+	}
+	for range 2 {
+		c.get()
+	}
+	if got := c.allocs.Load(); got != 3 {
+		t.Errorf("%d allocations, want 3 (the cached buffers reused)", got)
+	}
+}
+
+func TestPartBudgetBlocksBeyondItsSlots(t *testing.T) {
+	b := newPartBudget(newBufCache(1<<10, 2), 2)
+	ctx := context.Background()
+	first, _ := b.get(ctx)
+	second, _ := b.get(ctx)
+	b.drop(second)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.get(short); err == nil {
+		t.Fatal("a third buffer out of two slots (one dropped)")
+	}
+	b.put(first)
+	if _, err := b.get(ctx); err != nil {
+		t.Fatalf("no buffer after one was given back: %v", err)
+	}
+}
