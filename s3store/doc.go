@@ -23,8 +23,9 @@
 // Put, PutIfAbsent and PutIfMatch stream a reader of unknown length. A
 // reader that ends within the first part is sent with one PutObject;
 // anything larger becomes a multipart upload whose parts are uploaded by
-// Options.Concurrency workers from pooled buffers, so one upload holds at
-// most PartSize × (Concurrency+1) bytes whatever the size of the reader.
+// Options.Concurrency workers from a per-upload budget of Concurrency+1
+// part buffers, so one upload holds at most PartSize × (Concurrency+1)
+// bytes whatever the size of the reader.
 // On any error or context cancellation the multipart upload is aborted
 // (with a fresh context, since the caller's may be cancelled), so nothing
 // becomes visible; if even the abort fails (the server is down),
@@ -34,8 +35,9 @@
 //
 // [Store.GetParallel] reads a large object as Concurrency ranged GETs
 // ahead of the reader and yields the bytes in order, so a restore can
-// write a file and hash it in the same pass; [Store.Download] writes the
-// ranges to an io.WriterAt. Both pin the ETag seen at the start with
+// write a file and hash it in the same pass (it holds at most Concurrency
+// part buffers); [Store.Download] copies the ranges to an io.WriterAt
+// through small buffers and holds no part buffers. Both pin the ETag seen at the start with
 // If-Match, so an object replaced mid-download fails rather than mixing
 // versions. [Store.AbortIncompleteUploads] and [Store.IncompleteUploads]
 // find multipart uploads that failed puts left behind (see the note on
