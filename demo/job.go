@@ -196,8 +196,10 @@ type acquirer interface {
 // latest checkpoint in cfg.Storage, and then checks that the committed
 // output and the state hold every record exactly once.
 //
-// On start it takes the writer role (Acquire, for storages that have
-// one), lets checkpoint.Recover decide what to restore (asking the sink
+// On start it checks that the stores it writes to enforce conditional
+// writes (CheckConditionalWrites on the Storage's Blobstore and the
+// Sink's) and refuses to run when one does not, then takes the writer
+// role (Acquire, for storages that have one), lets checkpoint.Recover decide what to restore (asking the sink
 // whether a prepared checkpoint's transaction committed), aborts every
 // transaction that cannot commit any more, materializes the checkpoint's
 // state directories (downloading them from the store on an empty node),
@@ -284,7 +286,12 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 
 	// 1. Take the writer role before reading anything: from here on a
 	// previous writer (dead or cut off) can no longer move the pointers,
-	// so what Recover reads is what stays.
+	// so what Recover reads is what stays. That holds only if the store
+	// enforces conditional writes, so check that first: on an endpoint
+	// that ignores them nothing is written at all.
+	if err := checkStores(ctx, cfg); err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
 	if a, ok := cfg.Storage.(acquirer); ok {
 		epoch, err := a.Acquire(ctx)
 		if err != nil {

@@ -24,6 +24,10 @@ var _ blobstore.Blobstore = (*Meter)(nil)
 // NewMeter wraps bs.
 func NewMeter(bs blobstore.Blobstore) *Meter { return &Meter{bs: bs} }
 
+// Unwrap returns the wrapped store, so that CheckConditionalWrites finds
+// its Probe through the Meter.
+func (m *Meter) Unwrap() blobstore.Blobstore { return m.bs }
+
 // Uploaded returns the bytes and objects written by successful puts so far.
 func (m *Meter) Uploaded() (bytes, objects int64) { return m.bytes.Load(), m.objects.Load() }
 

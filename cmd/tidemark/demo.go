@@ -52,9 +52,11 @@ committed, checkpoint completed) every --interval, and a transactional file sink
 
 Checkpoints go to the store (default: file://<dir>/store, a directory that behaves
 like a bucket; or --store s3://…), the live state to <dir>/live. On start the job
-takes the writer role (fencing any previous writer), recovers the latest completed
-checkpoint (promoting a prepared one whose sink transaction committed), downloads
-its state if this node does not have it, and continues from its offsets.
+checks that the store enforces conditional writes (as tidemark probe does; it
+refuses to run on an endpoint that ignores them), takes the writer role (fencing
+any previous writer), recovers the latest completed checkpoint (promoting a
+prepared one whose sink transaction committed), downloads its state if this node
+does not have it, and continues from its offsets.
 
 Kill it at any moment (Ctrl-C, kill -9, --crash-after-records, or delete <dir> to
 play a new node with an empty disk) and run the same command again: it resumes,

@@ -12,6 +12,7 @@
 //	tidemark savepoint ls|rm LABEL     list, remove savepoints
 //	tidemark savepoint cp LABEL SRC DST  copy a savepoint between stores, verifying it
 //	tidemark gc [--dry-run] [--keep N] apply retention, delete what nothing needs
+//	tidemark probe                     check that the store enforces conditional writes
 //
 // The store is a URL (--store or $TIDEMARK_STORE): file:///dir, s3://bucket/prefix?…
 //
@@ -20,7 +21,8 @@
 //	0  success
 //	1  error (store unreachable, not found, fenced, …)
 //	2  usage (unknown command or flag, wrong arguments)
-//	3  verification failed: corrupt data, or the demo's exactly-once check failed
+//	3  verification failed: corrupt data, the demo's exactly-once check failed,
+//	   or probe found that the endpoint ignores conditional writes
 //	130 interrupted (Ctrl-C); 137 the demo's --crash-after-records crash
 package main
 

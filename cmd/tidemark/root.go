@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/demo"
 )
 
 // storeEnv is the environment variable that supplies --store.
@@ -37,8 +38,9 @@ The store is a URL, given with --store or $TIDEMARK_STORE:
   s3://bucket/prefix?region=eu-west-1   S3 (credentials from the standard AWS chain)
   s3://bucket/prefix?endpoint=http://127.0.0.1:9000&path_style=true   MinIO
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 verification failed (corrupt data, or the
-demo's exactly-once check failed), 130 interrupted.`,
+Exit codes: 0 ok, 1 error, 2 usage, 3 verification failed (corrupt data, the
+demo's exactly-once check failed, or probe found that the endpoint ignores
+conditional writes), 130 interrupted.`,
 		Example: `  # the demo: a word-count job that checkpoints to ./.tidemark/store
   tidemark demo
   # inspect what it left
@@ -73,6 +75,7 @@ demo's exactly-once check failed), 130 interrupted.`,
 		a.verifyCmd(),
 		a.savepointCmd(),
 		a.gcCmd(),
+		a.probeCmd(),
 	)
 	return root
 }
@@ -152,8 +155,13 @@ func readStorage(bs blobstore.Blobstore) *checkpoint.BlobStorage {
 // writeStorage returns a BlobStorage on bs that holds the writer role,
 // with local state directories in a temporary directory (removed by the
 // returned cleanup). Taking the writer role fences any job writing to the
-// same store.
+// same store. Fencing is only as good as the store's conditional writes,
+// so it first checks that bs enforces them (demo.CheckConditionalWrites)
+// and refuses, writing nothing, when it does not.
 func writeStorage(ctx context.Context, bs blobstore.Blobstore, opts checkpoint.BlobOptions) (*checkpoint.BlobStorage, func(), error) {
+	if _, err := demo.CheckConditionalWrites(ctx, bs); err != nil {
+		return nil, nil, err
+	}
 	dir, err := os.MkdirTemp("", "tidemark-")
 	if err != nil {
 		return nil, nil, err

@@ -254,7 +254,9 @@ period of an hour). Savepoints are never touched.
 nothing, and does not take the writer role, so it is safe against a running job.
 
 A real gc takes the writer role, which fences a job running on the store: run it
-when the job is stopped (the demo job garbage-collects by itself).`,
+when the job is stopped (the demo job garbage-collects by itself). Before that it
+checks that the store enforces conditional writes (see tidemark probe) and
+refuses to run on an endpoint that ignores them.`,
 		Example: `  tidemark gc --dry-run
   tidemark gc --keep 5 --output json`,
 		Args: noArgs,

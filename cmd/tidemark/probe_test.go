@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
+	"github.com/tidemark-io/tidemark/s3store"
+)
+
+// probeScheme names test stores with a Probe: probetest://enforced,
+// probetest://ignored (the endpoint ignores conditional writes) and
+// probetest://unreachable (the probe cannot run). Each Open is a new,
+// empty memstore.
+const probeScheme = "probetest"
+
+func init() {
+	blobstore.Register(probeScheme, func(_ context.Context, u *url.URL) (blobstore.Blobstore, error) {
+		p := &probing{Blobstore: memstore.New()}
+		switch u.Host {
+		case "enforced":
+		case "ignored":
+			p.err = fmt.Errorf("%w: bucket \"b\" at %s: If-None-Match: * on an existing object succeeded", s3store.ErrConditionsIgnored, u)
+		case "unreachable":
+			p.err = fmt.Errorf("s3store: probe bucket \"b\" at %s: %w", u, s3store.ErrUnreachable)
+		default:
+			return nil, fmt.Errorf("probetest: unknown host %q", u.Host)
+		}
+		return p, nil
+	})
+}
+
+// probing is a Blobstore whose Probe returns err, standing in for an
+// s3store.Store on an endpoint that enforces (nil) or ignores conditional
+// writes, or cannot be probed.
+type probing struct {
+	blobstore.Blobstore
+	err error
+}
+
+func (p *probing) Probe(context.Context) error { return p.err }
+
+const refusal = "this endpoint does not enforce conditional writes (If-None-Match/If-Match); Tidemark's fencing would be unsafe on it: "
+
+func TestProbeOnMinIOSaysConditionalWritesAreEnforcedAndLeavesNothing(t *testing.T) {
+	store := s3URL(t, "probed")
+	out := must(t, store, "probe")
+	if out != "ok: conditional writes enforced (If-None-Match, If-Match)\n" {
+		t.Fatalf("probe on MinIO printed %q", out)
+	}
+	var res probeResult
+	mustJSON(t, store, &res, "probe")
+	if res != (probeResult{Store: store, Probed: true, ConditionalWrites: "enforced", OK: true}) {
+		t.Fatalf("probe --output json on MinIO: %+v", res)
+	}
+	for info, err := range openURL(t, store).List(context.Background(), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("probe left %q in the store", info.Key)
+	}
+}
+
+func TestProbeOnAFileStoreSaysItsConditionsAreLocal(t *testing.T) {
+	store := fileURL(t.TempDir())
+	out := must(t, store, "probe")
+	if out != "ok: a file:// store has no endpoint to probe: its conditional writes are local and always enforced\n" {
+		t.Fatalf("probe on a file store printed %q", out)
+	}
+	var res probeResult
+	mustJSON(t, store, &res, "probe")
+	if res != (probeResult{Store: store, ConditionalWrites: "local", OK: true}) {
+		t.Fatalf("probe --output json on a file store: %+v", res)
+	}
+}
+
+func TestProbeExitsThreeWhenTheEndpointIgnoresConditionalWrites(t *testing.T) {
+	store := probeScheme + "://ignored"
+	out, errOut, code := tm(t, store, "probe")
+	if code != exitVerify || !strings.HasPrefix(out, "FAILED: "+refusal) || !strings.Contains(errOut, refusal) {
+		t.Fatalf("probe: exit %d, want %d\nstdout: %s\nstderr: %s", code, exitVerify, out, errOut)
+	}
+	out, errOut, code = tm(t, store, "probe", "--output", "json")
+	var res probeResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitVerify {
+		t.Fatalf("probe --output json: exit %d, %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
+	}
+	if res.OK || !res.Probed || res.ConditionalWrites != "ignored" || !strings.HasPrefix(res.Error, refusal) {
+		t.Fatalf("probe --output json: %+v", res)
+	}
+}
+
+func TestProbeExitsOneWhenItCannotRun(t *testing.T) {
+	out, errOut, code := tm(t, probeScheme+"://unreachable", "probe")
+	if code != exitError || out != "" || !strings.Contains(errOut, "could not check that the endpoint enforces conditional writes") {
+		t.Fatalf("probe: exit %d, want %d\nstdout: %s\nstderr: %s", code, exitError, out, errOut)
+	}
+}
+
+func TestProbeOnAStoreWhoseEndpointEnforcesThem(t *testing.T) {
+	if out := must(t, probeScheme+"://enforced", "probe"); out != "ok: conditional writes enforced (If-None-Match, If-Match)\n" {
+		t.Fatalf("probe printed %q", out)
+	}
+}
+
+func TestCommandsThatTakeTheWriterRoleRefuseAnEndpointThatIgnoresConditions(t *testing.T) {
+	store := probeScheme + "://ignored"
+	for _, args := range [][]string{
+		demoArgs(t.TempDir(), store),
+		{"gc", "--keep", "1"},
+		{"savepoint", "restore", "v1"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			out, errOut, code := tm(t, store, args...)
+			if code != exitError || out != "" || !strings.Contains(errOut, refusal) {
+				t.Fatalf("tidemark %s: exit %d, want %d and the refusal\nstdout: %s\nstderr: %s",
+					strings.Join(args, " "), code, exitError, out, errOut)
+			}
+		})
+	}
+}
+
+func TestCommandsThatTakeTheWriterRoleRunOnAnEndpointThatEnforcesConditions(t *testing.T) {
+	store := probeScheme + "://enforced"
+	// Each Open is a new empty store: the demo completes, gc finds
+	// nothing to delete; both got past the probe and took the writer role.
+	out := must(t, "", demoArgs(t.TempDir(), store)...)
+	if !strings.Contains(out, "exactly-once: OK") {
+		t.Fatalf("demo printed %q", out)
+	}
+	must(t, store, "gc", "--keep", "1")
+}
