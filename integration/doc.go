@@ -1,4 +1,5 @@
 // Package integration holds Tidemark's end-to-end tests against real parts:
 // a real MinIO server (see integration/miniotest), real filesystems and
-// real containers. It has no non-test code besides this comment.
+// real containers. Its subpackages hold the harness: miniotest starts a
+// real MinIO, faultproxy injects network faults between client and server.
 package integration
