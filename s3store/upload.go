@@ -188,10 +188,14 @@ func (s *Store) resolve(ctx context.Context, op, key, okey, etag string, err err
 	if err == nil {
 		return etag, nil
 	}
-	code, _ := errCodes(err)
-	if c.conditional() && (isPrecondition(err) || code == "NoSuchUpload") {
+	code, status := errCodes(err)
+	// lost: no HTTP answer at all (the connection failed after the request
+	// may have been applied, on the last attempt): the write may have
+	// landed, and only the stored object can tell.
+	lost := status == 0 && code == "" && ctx.Err() == nil
+	if c.conditional() && (isPrecondition(err) || code == "NoSuchUpload" || lost) {
 		// NoSuchUpload: a retried Complete whose first attempt completed
-		// the upload. Either way the stored object tells.
+		// the upload. In every case the stored object tells.
 		if etag, ok := s.ownWrite(ctx, okey, c.writeID); ok {
 			return etag, nil
 		}
