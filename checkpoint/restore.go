@@ -162,14 +162,6 @@ func (s *BlobStorage) download(ctx context.Context, root string, rec *BlobRecord
 // downloadFile writes the object f.Key to dst, checking size and digest
 // as it streams, and fsyncs it.
 func (s *BlobStorage) downloadFile(ctx context.Context, dst string, f FileRef) (err error) {
-	rc, err := s.bs.Get(ctx, f.Key)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		return fmt.Errorf("deleted from the store (by GC, or never uploaded): %w", err)
-	}
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -182,10 +174,33 @@ func (s *BlobStorage) downloadFile(ctx context.Context, dst string, f FileRef) (
 			err = cerr
 		}
 	}()
+	if err := s.readVerified(ctx, f, fh); err != nil {
+		return err
+	}
+	return fh.Sync()
+}
+
+// objectResumptions is how many times in a row a download of one object
+// resumes after its connection broke mid-body (see
+// blobstore.NewResumingReader); the digest check makes resuming safe.
+const objectResumptions = 5
+
+// readVerified copies the object f.Key to w, checking its size and digest
+// in the same pass: a mismatch wraps archive.ErrCorrupt, a missing object
+// says it was deleted.
+func (s *BlobStorage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
+	rc, err := blobstore.NewResumingReader(ctx, s.bs, f.Key, objectResumptions)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("deleted from the store (by GC, or never uploaded): %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
 	h := sha256.New()
 	// Read one byte past the size: a longer object is corrupt, and must
 	// not fill the disk before we notice.
-	n, err := io.Copy(io.MultiWriter(fh, h), io.LimitReader(rc, f.Size+1))
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(rc, f.Size+1))
 	if err != nil {
 		return err
 	}
@@ -195,7 +210,7 @@ func (s *BlobStorage) downloadFile(ctx context.Context, dst string, f FileRef) (
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.SHA256 {
 		return fmt.Errorf("%w: sha256 %s, record says %s", archive.ErrCorrupt, sum, f.SHA256)
 	}
-	return fh.Sync()
+	return nil
 }
 
 // Verify downloads every file of checkpoint id and checks its size and
@@ -223,23 +238,7 @@ func (s *BlobStorage) Verify(ctx context.Context, id string) error {
 }
 
 func (s *BlobStorage) verifyObject(ctx context.Context, f FileRef) error {
-	rc, err := s.bs.Get(ctx, f.Key)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(rc, f.Size+1))
-	if err != nil {
-		return err
-	}
-	if n != f.Size {
-		return fmt.Errorf("%w: size %d, record says %d", archive.ErrCorrupt, n, f.Size)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.SHA256 {
-		return fmt.Errorf("%w: sha256 %s, record says %s", archive.ErrCorrupt, sum, f.SHA256)
-	}
-	return nil
+	return s.readVerified(ctx, f, io.Discard)
 }
 
 // blobCheckSizes reports whether every file of rec exists under root with the
