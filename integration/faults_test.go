@@ -93,19 +93,24 @@ func noIncompleteUploads(t *testing.T, srv *miniotest.Server, bucket, key string
 	}
 }
 
-// whenUploaded calls fault once the proxy has forwarded `at` more bytes
-// towards the server than it had at the call, for each of the offsets in
-// order, until stop is closed. It returns a channel that yields what the
-// faults returned, closed when done.
-func whenUploaded(p *faultproxy.Proxy, stop <-chan struct{}, at []int64, fault func() int) <-chan int {
+// bytesUp and bytesDown pick the bytes the proxy forwarded towards the
+// server and back.
+func bytesUp(st faultproxy.Stats) int64   { return st.BytesUp }
+func bytesDown(st faultproxy.Stats) int64 { return st.BytesDown }
+
+// whenTransferred calls fault once the proxy has forwarded `at` more bytes
+// (counted by which, up or down) than it had at the call, for each of the
+// offsets in order, until stop is closed. It returns a channel that yields
+// what the faults returned, closed when done.
+func whenTransferred(p *faultproxy.Proxy, stop <-chan struct{}, which func(faultproxy.Stats) int64, at []int64, fault func() int) <-chan int {
 	out := make(chan int, len(at))
-	base := p.Stats().BytesUp
+	base := which(p.Stats())
 	go func() {
 		defer close(out)
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for _, off := range at {
-			for p.Stats().BytesUp < base+off {
+			for which(p.Stats()) < base+off {
 				select {
 				case <-stop:
 					return
@@ -129,7 +134,7 @@ func TestFaultMultipartPutThroughConnectionResetsIsExactOrLeavesNothing(t *testi
 
 	// Reset every connection three times while the parts are on their way.
 	stop := make(chan struct{})
-	resets := whenUploaded(p, stop, []int64{3 << 20, 9 << 20, 15 << 20}, p.ResetAll)
+	resets := whenTransferred(p, stop, bytesUp, []int64{3 << 20, 9 << 20, 15 << 20}, p.ResetAll)
 	start := time.Now()
 	err := bs.Put(t.Context(), key, bytes.NewReader(data))
 	elapsed := time.Since(start)
@@ -412,7 +417,7 @@ func TestFaultSaveThroughRefusingProxyFailsKeepsPreviousCheckpointAndRetrySuccee
 	// Midway through the second Save's uploads the server "goes down":
 	// new connections are refused and open ones reset.
 	stop := make(chan struct{})
-	down := whenUploaded(p, stop, []int64{4 << 20}, func() int {
+	down := whenTransferred(p, stop, bytesUp, []int64{4 << 20}, func() int {
 		p.Refuse(true)
 		return p.ResetAll()
 	})
@@ -505,29 +510,6 @@ func TestFaultLatencyKeepsPutAndGetCorrect(t *testing.T) {
 	}
 }
 
-// whenDownloaded calls fault once each time the bytes sent back through
-// p since the call reach the next offset in at; like whenUploaded.
-func whenDownloaded(p *faultproxy.Proxy, stop <-chan struct{}, at []int64, fault func() int) <-chan int {
-	out := make(chan int, len(at))
-	base := p.Stats().BytesDown
-	go func() {
-		defer close(out)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for _, off := range at {
-			for p.Stats().BytesDown < base+off {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-			}
-			out <- fault()
-		}
-	}()
-	return out
-}
-
 // TestFaultRestoreResumesAfterConnectionResetsMidBody: the SDK retries a
 // request only until its response headers arrive, so a reset while a
 // large state file streams back would fail the whole restore. Restore
@@ -550,7 +532,7 @@ func TestFaultRestoreResumesAfterConnectionResetsMidBody(t *testing.T) {
 	bs := proxiedStore(t, srv, bucket, p.URL(), nil)
 	node := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{})
 	stop := make(chan struct{})
-	resets := whenDownloaded(p, stop, []int64{3 << 20, 7 << 20}, p.ResetAll)
+	resets := whenTransferred(p, stop, bytesDown, []int64{3 << 20, 7 << 20}, p.ResetAll)
 	err := node.Restore(ctx, id)
 	close(stop)
 	fired := 0
