@@ -217,3 +217,56 @@ func objectKeys(t *testing.T, bs blobstore.Blobstore, prefix string) []string {
 	}
 	return keys
 }
+
+// readSpy decorates a Blobstore: it counts Stat and Get calls per key and
+// can fail a Get, and can run a hook after a Stat returns.
+type readSpy struct {
+	blobstore.Blobstore
+	mu        sync.Mutex
+	stats     map[string]int
+	gets      map[string]int
+	failGet   func(key string) bool
+	afterStat func(key string)
+}
+
+func newReadSpy(bs blobstore.Blobstore) *readSpy {
+	return &readSpy{Blobstore: bs, stats: map[string]int{}, gets: map[string]int{}}
+}
+
+func (r *readSpy) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	r.mu.Lock()
+	r.stats[key]++
+	hook := r.afterStat
+	r.mu.Unlock()
+	info, err := r.Blobstore.Stat(ctx, key)
+	if hook != nil {
+		hook(key)
+	}
+	return info, err
+}
+
+func (r *readSpy) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	r.mu.Lock()
+	r.gets[key]++
+	fail := r.failGet != nil && r.failGet(key)
+	r.mu.Unlock()
+	if fail {
+		return nil, errInjected
+	}
+	return r.Blobstore.Get(ctx, key)
+}
+
+// requests returns the Stat and Get calls so far, and resets the counts.
+func (r *readSpy) requests() (stats, gets int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.stats {
+		stats += n
+	}
+	for _, n := range r.gets {
+		gets += n
+	}
+	clear(r.stats)
+	clear(r.gets)
+	return stats, gets
+}

@@ -132,7 +132,7 @@ func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
 	}
 	_, resave := s.recordETag[id]
 	if !resave {
-		latest, _, _, err := s.readPointer(ctx, blobLatest)
+		latest, _, _, err := s.readPointer(ctx, blobLatest, false)
 		if err != nil {
 			return fmt.Errorf("checkpoint: save %q: %w", id, err)
 		}
@@ -197,7 +197,7 @@ func (s *BlobStorage) writeRecordLocked(ctx context.Context, rec *BlobRecord) er
 	}
 	newETag, err := s.bs.PutIfAbsent(ctx, key, bytes.NewReader(body))
 	if errors.Is(err, blobstore.ErrPreconditionFailed) {
-		old, oldETag, rerr := s.readRecord(ctx, rec.ID)
+		old, oldETag, rerr := s.readRecordETag(ctx, rec.ID)
 		if rerr != nil {
 			return fmt.Errorf("checkpoint %q already exists: %w", rec.ID, rerr)
 		}

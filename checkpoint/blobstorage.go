@@ -245,28 +245,37 @@ func blobSharedKey(id string, epoch uint64, owner, rel string) string {
 	return path.Join(blobSharedDir+owner, id+"-e"+strconv.FormatUint(epoch, 10), rel)
 }
 
-// getJSON reads key into v and returns the ETag the content had. Stat
-// comes before Get: if the object changes in between, the content read is
-// newer than the ETag, so a compare-and-swap based on both fails instead
-// of acting on stale content.
-func (s *BlobStorage) getJSON(ctx context.Context, key string, v any) (string, error) {
-	info, err := s.bs.Stat(ctx, key)
-	if err != nil {
-		return "", err
+// getJSON reads key into v. With withETag it also returns the ETag the
+// content had: Stat comes before Get, so that if the object changes in
+// between, the content read is newer than the ETag and a compare-and-swap
+// based on both fails instead of acting on stale content. Without it,
+// one Get and no Stat: a read that moves nothing needs no ETag.
+func (s *BlobStorage) getJSON(ctx context.Context, key string, v any, withETag bool) (string, error) {
+	var etag string
+	if withETag {
+		info, err := s.bs.Stat(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		etag = info.ETag
 	}
-	rc, err := s.bs.Get(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := s.getBytes(ctx, key)
 	if err != nil {
 		return "", err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return "", fmt.Errorf("decode %q: %w", key, err)
 	}
-	return info.ETag, nil
+	return etag, nil
+}
+
+func (s *BlobStorage) getBytes(ctx context.Context, key string) ([]byte, error) {
+	rc, err := s.bs.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 func blobJSON(v any) []byte {
@@ -277,10 +286,11 @@ func blobJSON(v any) []byte {
 	return append(b, '\n')
 }
 
-// readPointer returns the pointer named name and its ETag; ok is false
-// when the pointer object does not exist.
-func (s *BlobStorage) readPointer(ctx context.Context, name string) (p blobPointer, etag string, ok bool, err error) {
-	etag, err = s.getJSON(ctx, name, &p)
+// readPointer returns the pointer named name, and its ETag with
+// withETag (for a compare-and-swap); ok is false when the pointer object
+// does not exist.
+func (s *BlobStorage) readPointer(ctx context.Context, name string, withETag bool) (p blobPointer, etag string, ok bool, err error) {
+	etag, err = s.getJSON(ctx, name, &p, withETag)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return blobPointer{}, "", false, nil
 	}
@@ -295,26 +305,36 @@ func (s *BlobStorage) readPointer(ctx context.Context, name string) (p blobPoint
 	return p, etag, true, nil
 }
 
-// readRecord reads the record of id and its ETag. A missing record wraps
+// readRecord reads the record of id (one Get). A missing record wraps
 // ErrNotFound.
-func (s *BlobStorage) readRecord(ctx context.Context, id string) (*BlobRecord, string, error) {
+func (s *BlobStorage) readRecord(ctx context.Context, id string) (*BlobRecord, error) {
+	rec, _, err := s.readRecordWith(ctx, id, false)
+	return rec, err
+}
+
+// readRecordETag reads the record of id and the ETag it had, for a
+// compare-and-swap on it (see getJSON for the order of Stat and Get).
+func (s *BlobStorage) readRecordETag(ctx context.Context, id string) (*BlobRecord, string, error) {
+	return s.readRecordWith(ctx, id, true)
+}
+
+func (s *BlobStorage) readRecordWith(ctx context.Context, id string, withETag bool) (*BlobRecord, string, error) {
 	key := blobRecordKey(id)
-	info, err := s.bs.Stat(ctx, key)
+	var etag string
+	if withETag {
+		info, err := s.bs.Stat(ctx, key)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			return nil, "", fmt.Errorf("%q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%q: %w", id, err)
+		}
+		etag = info.ETag
+	}
+	b, err := s.getBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, "", fmt.Errorf("%q: %w", id, ErrNotFound)
 	}
-	if err != nil {
-		return nil, "", fmt.Errorf("%q: %w", id, err)
-	}
-	rc, err := s.bs.Get(ctx, key)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, "", fmt.Errorf("%q: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("%q: %w", id, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
 	if err != nil {
 		return nil, "", fmt.Errorf("%q: %w", id, err)
 	}
@@ -325,7 +345,7 @@ func (s *BlobStorage) readRecord(ctx context.Context, id string) (*BlobRecord, s
 	if rec.ID != id {
 		return nil, "", fmt.Errorf("%q: record names id %q", id, rec.ID)
 	}
-	return rec, info.ETag, nil
+	return rec, etag, nil
 }
 
 // decodeBlobRecord decodes a record with the same checks as FileStorage
@@ -386,14 +406,14 @@ func (s *BlobStorage) LoadLatestCompleted(ctx context.Context) (*CheckpointData,
 }
 
 func (s *BlobStorage) loadPointer(ctx context.Context, name string) (*CheckpointData, error) {
-	p, _, ok, err := s.readPointer(ctx, name)
+	p, _, ok, err := s.readPointer(ctx, name, false)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: load: %w", err)
 	}
 	if !ok || p.ID == "" {
 		return nil, nil
 	}
-	rec, _, err := s.readRecord(ctx, p.ID)
+	rec, err := s.readRecord(ctx, p.ID)
 	if err != nil {
 		// A pointer names only records that were durable before it
 		// moved, and GC retains them: a missing one is damage, not "none".
@@ -417,7 +437,7 @@ func (s *BlobStorage) LoadRecord(ctx context.Context, id string) (*BlobRecord, e
 	if err := ValidateID(id); err != nil {
 		return nil, fmt.Errorf("checkpoint: load %q: %w", id, err)
 	}
-	rec, _, err := s.readRecord(ctx, id)
+	rec, err := s.readRecord(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: load: %w", err)
 	}
@@ -447,9 +467,17 @@ func (s *BlobStorage) UpdateStatus(ctx context.Context, id string, status Status
 		return fmt.Errorf("checkpoint: update status %q: %w", id, err)
 	}
 	for {
-		rec, etag, err := s.readRecord(ctx, id)
+		rec, etag, err := s.readRecordETag(ctx, id)
 		if err != nil {
 			return fmt.Errorf("checkpoint: update status: %w", err)
+		}
+		if rec.Epoch > s.epoch {
+			// A newer writer saved this id (we never moved _latest to
+			// it) after our _writer check: its record is not ours to
+			// rewrite, and completing it would claim a commit of its
+			// transaction that nobody made.
+			s.fenced = true
+			return fmt.Errorf("checkpoint: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, ErrFenced)
 		}
 		rec.Status = status
 		newETag, err := s.bs.PutIfMatch(ctx, blobRecordKey(id), etag, bytes.NewReader(blobJSON(rec)))

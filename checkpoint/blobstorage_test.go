@@ -448,3 +448,64 @@ func TestRestoreSavepointIntoBlobStorage(t *testing.T) {
 		t.Errorf("restored %v", got)
 	}
 }
+
+// A zombie that passed the _writer check just before the takeover must
+// not rewrite the record the new writer saved under the same id: the
+// record's epoch says it is not ours.
+func TestBlobStorageZombieUpdateStatusLeavesNewerEpochsRecordAlone(t *testing.T) {
+	reads := newReadSpy(newMem())
+	writes := newBlobSpy(reads)
+	a := newWriter(t, writes, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	// a writes the record of 2 but fails to move _latest to it.
+	writes.failIf = func(op, key string) bool { return key == blobLatest }
+	d := record(NewID(2), StatusPrepared)
+	d.StateDirs = writeState(t, a, d.ID, c1Files)
+	if err := a.Save(ctx, d); !errors.Is(err, errInjected) {
+		t.Fatalf("Save with a failing pointer move = %v", err)
+	}
+	writes.failIf = nil
+
+	b := NewBlobStorage(writes, t.TempDir(), BlobOptions{})
+	var d2 *CheckpointData
+	reads.afterStat = func(key string) {
+		if key != blobWriter {
+			return
+		}
+		reads.afterStat = nil
+		// a has just read its own _writer: b takes over and saves id 2,
+		// the id after _latest, replacing a's leftover record.
+		if _, err := b.Acquire(ctx); err != nil {
+			t.Errorf("Acquire: %v", err)
+		}
+		d2 = saveState(t, b, NewID(2), StatusPrepared, stateFiles{"w0": {"x.sst": "b's"}})
+	}
+	if err := a.UpdateStatus(ctx, NewID(2), StatusCompleted); !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie UpdateStatus = %v, want ErrFenced", err)
+	}
+	got, err := b.LoadSpecific(ctx, NewID(2))
+	if err != nil || !reflect.DeepEqual(got, d2) {
+		t.Errorf("record of %s after the zombie's UpdateStatus = %+v, %v; want the new writer's %+v", NewID(2), got, err, d2)
+	}
+}
+
+// Reads that need no ETag cost one request per object: Load is a Get of
+// the pointer and a Get of the record, nothing else.
+func TestBlobStorageLoadReadsEachObjectOnce(t *testing.T) {
+	spy := newReadSpy(newMem())
+	a := newWriter(t, spy, BlobOptions{})
+	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	spy.requests()
+	if _, err := a.LoadLatestCompleted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stats, gets := spy.requests(); stats != 0 || gets != 2 {
+		t.Errorf("LoadLatestCompleted made %d Stat and %d Get requests, want 0 and 2", stats, gets)
+	}
+	if _, err := a.LoadSpecific(ctx, NewID(1)); err != nil {
+		t.Fatal(err)
+	}
+	if stats, gets := spy.requests(); stats != 0 || gets != 1 {
+		t.Errorf("LoadSpecific made %d Stat and %d Get requests, want 0 and 1", stats, gets)
+	}
+}

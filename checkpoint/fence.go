@@ -49,7 +49,7 @@ func (s *BlobStorage) Acquire(ctx context.Context) (uint64, error) {
 func (s *BlobStorage) takeEpoch(ctx context.Context) (uint64, string, error) {
 	for {
 		var cur blobWriterRecord
-		etag, err := s.getJSON(ctx, blobWriter, &cur)
+		etag, err := s.getJSON(ctx, blobWriter, &cur, true)
 		absent := errors.Is(err, blobstore.ErrNotFound)
 		if err != nil && !absent {
 			return 0, "", fmt.Errorf("read %s: %w", blobWriter, err)
@@ -77,7 +77,7 @@ func (s *BlobStorage) takeEpoch(ctx context.Context) (uint64, string, error) {
 // move or create it any more.
 func (s *BlobStorage) claimPointer(ctx context.Context, name string) error {
 	for {
-		p, etag, ok, err := s.readPointer(ctx, name)
+		p, etag, ok, err := s.readPointer(ctx, name, true)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (s *BlobStorage) advancePointersLocked(ctx context.Context, id string, comp
 // epoch: that means another writer took over, and we are fenced.
 func (s *BlobStorage) advanceLocked(ctx context.Context, name, id string) error {
 	for {
-		p, etag, ok, err := s.readPointer(ctx, name)
+		p, etag, ok, err := s.readPointer(ctx, name, true)
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,9 @@ type gcCheckpoint struct {
 //   - Shared files that no retained record references, once older than
 //     Grace (an unreferenced young file may belong to a save in
 //     progress). Nothing is reference-counted: what is kept is exactly
-//     what the retained records name.
+//     what the retained records name. A record GC cannot read is kept,
+//     and while one is, no shared file is deleted: what it names is
+//     unknown.
 //   - Incomplete multipart uploads older than Grace, if the store has
 //     them, and restore pins older than PinTTL.
 //
@@ -111,11 +113,11 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 	if err != nil {
 		return rep, fmt.Errorf("checkpoint: gc: %w", err)
 	}
-	latestDone, _, _, err := s.readPointer(ctx, blobLatestDone)
+	latestDone, _, _, err := s.readPointer(ctx, blobLatestDone, false)
 	if err != nil {
 		return rep, fmt.Errorf("checkpoint: gc: %w", err)
 	}
-	latest, _, _, err := s.readPointer(ctx, blobLatest)
+	latest, _, _, err := s.readPointer(ctx, blobLatest, false)
 	if err != nil {
 		return rep, fmt.Errorf("checkpoint: gc: %w", err)
 	}
@@ -150,9 +152,13 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 		}
 	}
 	referenced := map[string]bool{}
+	unknownRefs := false // a retained record we could not read
 	for _, c := range cps {
 		if retained[c.id] {
 			rep.Retained = append(rep.Retained, c.id)
+			if c.hasRecord && c.record == nil {
+				unknownRefs = true
+			}
 			if c.record != nil {
 				for _, files := range c.record.Files {
 					for _, f := range files {
@@ -203,12 +209,20 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 	deletedShared := map[string]bool{}
 	defer func() { s.cache.dropKeys(deletedShared) }()
 	var shared []blobstore.ObjectInfo
-	for o, err := range s.bs.List(ctx, blobSharedDir) {
-		if err != nil {
-			return rep, fmt.Errorf("checkpoint: gc: list shared: %w", err)
-		}
-		if !referenced[o.Key] && blobAge(now, o.ModTime) >= s.opts.Grace {
-			shared = append(shared, o)
+	if unknownRefs {
+		// A retained record we could not read names shared files we do
+		// not know: any unreferenced-looking file may be one of them
+		// (the newest tables of _latest-completed, if its read failed).
+		// Delete none; a later run whose reads succeed collects them.
+		s.opts.Logger.Warn("checkpoint: gc: shared files kept: a retained record could not be read")
+	} else {
+		for o, err := range s.bs.List(ctx, blobSharedDir) {
+			if err != nil {
+				return rep, fmt.Errorf("checkpoint: gc: list shared: %w", err)
+			}
+			if !referenced[o.Key] && blobAge(now, o.ModTime) >= s.opts.Grace {
+				shared = append(shared, o)
+			}
 		}
 	}
 	for _, o := range shared {
@@ -280,7 +294,7 @@ func (s *BlobStorage) listCheckpoints(ctx context.Context) ([]*gcCheckpoint, err
 		if !c.hasRecord {
 			continue
 		}
-		rec, _, err := s.readRecord(ctx, c.id)
+		rec, err := s.readRecord(ctx, c.id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			c.hasRecord = false // deleted since the listing

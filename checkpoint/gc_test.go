@@ -345,3 +345,31 @@ func TestGCDryRunOfAFencedWriterStillReports(t *testing.T) {
 		t.Errorf("dry run reported %+v, the real run %+v", dry, real)
 	}
 }
+
+// A retained record that cannot be read (a transient error) hides which
+// shared files it uses: GC must then delete no shared file at all, or it
+// would delete the tables only that checkpoint has.
+func TestGCDeletesNoSharedFileWhileARetainedRecordIsUnreadable(t *testing.T) {
+	mem := newMem()
+	spy := newReadSpy(mem)
+	s := newWriter(t, spy, BlobOptions{Keep: 3})
+	want := compactingHistory(t, s, 6) // 000006.sst is used by 6 alone
+	latest := NewID(6)
+	spy.failGet = func(key string) bool { return key == blobRecordKey(latest) }
+
+	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy.failGet = nil
+	if rep.SharedObjects != 0 {
+		t.Errorf("GC deleted %d shared files while the record of %s was unreadable", rep.SharedObjects, latest)
+	}
+	if got := restoreElsewhere(t, mem, latest); !reflect.DeepEqual(got, want[latest]) {
+		t.Errorf("%s restores as %v, want %v", latest, got, want[latest])
+	}
+	// Once the record reads again, the next run collects what is unused.
+	if rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil || rep.SharedObjects == 0 {
+		t.Errorf("GC after the record reads again = %+v, %v; want shared files deleted", rep, err)
+	}
+}

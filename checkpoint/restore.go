@@ -68,7 +68,7 @@ func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
 	defer unpin()
-	rec, _, err := s.readRecord(ctx, id)
+	rec, err := s.readRecord(ctx, id)
 	if err != nil {
 		return fmt.Errorf("checkpoint: restore: %w", err)
 	}
