@@ -133,12 +133,13 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // negative length reads to the end; a range past the end is cut at the
 // end; one starting at or past the end reads nothing.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if offset < 0 {
-		return nil, fmt.Errorf("filestore: get range %q: negative offset %d", key, offset)
-	}
 	f, size, err := s.open(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: get range %q: %w", key, err)
+	}
+	if offset < 0 {
+		f.Close()
+		return nil, fmt.Errorf("filestore: get range %q: negative offset %d", key, offset)
 	}
 	n := max(size-offset, 0)
 	if length >= 0 && length < n {

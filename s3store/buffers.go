@@ -85,6 +85,11 @@ func (c *bufCache) put(b *[]byte) {
 func (c *bufCache) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.timer == nil {
+		// release emptied the cache (and disarmed the timer) while this
+		// run of the timer waited for the lock: nothing is left to drop.
+		return
+	}
 	if since := time.Since(c.lastPut); since < c.idle {
 		c.timer.Reset(c.idle - since)
 		return

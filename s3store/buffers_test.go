@@ -59,3 +59,20 @@ func TestPartBudgetBlocksBeyondItsSlots(t *testing.T) {
 		t.Fatalf("no buffer after one was given back: %v", err)
 	}
 }
+
+func TestBufCacheSweepAfterReleaseDoesNotPanic(t *testing.T) {
+	// The idle timer fires while release holds the lock; its sweep then
+	// finds the cache emptied and the timer gone.
+	c := newBufCache(1<<10, 2)
+	c.idle = 10 * time.Millisecond
+	c.put(c.get())
+	c.mu.Lock()
+	time.Sleep(50 * time.Millisecond) // the timer fires; its sweep waits for c.mu
+	c.dropAll()                       // what release does under the lock
+	c.lastPut = time.Now()            // as after a put since the timer was armed: sweep re-arms
+	c.mu.Unlock()
+	time.Sleep(50 * time.Millisecond) // let the sweep run (a panic kills the test binary)
+	if got := c.cached(); got != 0 {
+		t.Fatalf("%d buffers cached after release, want 0", got)
+	}
+}

@@ -92,3 +92,65 @@ func TestConditionalWriteAgainstAnotherWritersObjectStillFails(t *testing.T) {
 		t.Fatalf("content %q, want %q", got, "first")
 	}
 }
+
+// failHeads fails every HEAD request that reaches it, as a connection
+// that breaks right after a write would, and counts them.
+type failHeads struct {
+	base  http.RoundTripper
+	heads atomic.Int32
+}
+
+func (f *failHeads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodHead {
+		f.heads.Add(1)
+		return nil, errors.New("injected: connection refused on HEAD")
+	}
+	return f.base.RoundTrip(req)
+}
+
+func TestConditionalWriteThatCannotCheckItsOwnSuccessIsNotAFailedCondition(t *testing.T) {
+	// The first attempt lands and its response is lost; the retry gets
+	// 412; the object cannot be read to see whose it is. The write may
+	// have succeeded, so ErrPreconditionFailed (a definite "you lost")
+	// would be a lie that makes a winner believe it was fenced.
+	ctx := context.Background()
+	heads := &failHeads{base: &dropFirstConditionalSuccess{base: http.DefaultTransport}}
+	s := newStore(t, miniotest.Shared(t), func(o *Options) {
+		o.MaxAttempts = 2
+		o.HTTPClient = &http.Client{Transport: heads}
+	})
+	_, err := s.PutIfAbsent(ctx, "k", stream([]byte("mine")))
+	if err == nil {
+		t.Fatal("PutIfAbsent succeeded without being able to check the stored object")
+	}
+	if errors.Is(err, blobstore.ErrPreconditionFailed) {
+		t.Fatalf("got %v; want an error that is not ErrPreconditionFailed (the outcome is unknown)", err)
+	}
+	if heads.heads.Load() == 0 {
+		t.Fatal("no HEAD was attempted: the own-write check was not exercised")
+	}
+	if got := string(readAll(t, s, "k")); got != "mine" {
+		t.Fatalf("stored %q, want the write that landed", got)
+	}
+}
+
+func TestConditionalWriteWhoseReaderFailsSendsNoHead(t *testing.T) {
+	// A reader's own error is no lost request: nothing can have landed,
+	// so there is nothing to look up.
+	heads := &failHeads{base: http.DefaultTransport}
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: heads} })
+	r := io.MultiReader(bytes.NewReader(randomBytes(2*testPartSize, 21)), iotestErrReader{})
+	_, err := s.PutIfAbsent(context.Background(), "k", onlyReader{r})
+	if !errors.Is(err, errInjectedRead) {
+		t.Fatalf("got %v, want the reader's error", err)
+	}
+	if n := heads.heads.Load(); n != 0 {
+		t.Fatalf("%d HEAD requests after a reader failure, want 0", n)
+	}
+}
+
+var errInjectedRead = errors.New("injected: reader failed")
+
+type iotestErrReader struct{}
+
+func (iotestErrReader) Read([]byte) (int, error) { return 0, errInjectedRead }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
@@ -183,21 +185,31 @@ func (s *Store) setSSE(sse *types.ServerSideEncryption, kms **string) {
 // resolve maps the outcome of a write. A failed condition on a
 // conditional write is checked against the stored object's write id: if
 // it is ours, an earlier attempt of this very write succeeded (its
-// response was lost and the SDK retried), and the write succeeded.
+// response was lost and the SDK retried), and the write succeeded. If the
+// stored object cannot be read, the outcome is unknown, and the error
+// says so rather than claiming a failed condition: only what was checked
+// is reported as ErrPreconditionFailed.
 func (s *Store) resolve(ctx context.Context, op, key, okey, etag string, err error, c condition) (string, error) {
 	if err == nil {
 		return etag, nil
 	}
 	code, status := errCodes(err)
-	// lost: no HTTP answer at all (the connection failed after the request
-	// may have been applied, on the last attempt): the write may have
-	// landed, and only the stored object can tell.
-	lost := status == 0 && code == "" && ctx.Err() == nil
+	// lost: a request that got no HTTP answer at all (the connection failed
+	// after the request may have been applied, on the last attempt): the
+	// write may have landed, and only the stored object can tell. Errors
+	// that never left the process (the caller's reader failing) are not
+	// requests and say nothing about the stored object.
+	var oe *smithy.OperationError
+	lost := errors.As(err, &oe) && status == 0 && code == "" && ctx.Err() == nil
 	if c.conditional() && (isPrecondition(err) || code == "NoSuchUpload" || lost) {
 		// NoSuchUpload: a retried Complete whose first attempt completed
 		// the upload. In every case the stored object tells.
-		if etag, ok := s.ownWrite(ctx, okey, c.writeID); ok {
+		etag, ok, herr := s.ownWrite(ctx, okey, c.writeID)
+		if ok {
 			return etag, nil
+		}
+		if herr != nil {
+			return "", fmt.Errorf("s3store: %s %q: %v; whether an earlier attempt of this write landed is unknown: %w", op, key, err, s.wrap("head", key, herr, false))
 		}
 		if code == "NoSuchUpload" {
 			return "", s.wrap(op, key, err, false)
@@ -212,21 +224,22 @@ func (s *Store) resolve(ctx context.Context, op, key, okey, etag string, err err
 }
 
 // ownWrite reports whether the object at okey was written with writeID,
-// and its ETag.
-func (s *Store) ownWrite(ctx context.Context, okey, writeID string) (string, bool) {
-	if writeID == "" {
-		return "", false
-	}
+// and its ETag. A missing object is not ours; any other failure to read
+// it is returned, since then nobody knows.
+func (s *Store) ownWrite(ctx context.Context, okey, writeID string) (string, bool, error) {
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &okey})
 	if err != nil {
-		return "", false
+		if code, status := errCodes(err); code == "NotFound" || code == "NoSuchKey" || status == 404 {
+			return "", false, nil
+		}
+		return "", false, err
 	}
 	for k, v := range out.Metadata {
 		if strings.EqualFold(k, writeIDMeta) && v == writeID {
-			return unquote(out.ETag), true
+			return unquote(out.ETag), true, nil
 		}
 	}
-	return "", false
+	return "", false, nil
 }
 
 // part is one filled buffer on its way to a worker.

@@ -301,6 +301,10 @@ func (s *suite) testInvalidKeys(t *testing.T) {
 			wantErr(t, "Get", err, blobstore.ErrInvalidKey)
 			_, err = bs.GetRange(ctx, key, 0, 1)
 			wantErr(t, "GetRange", err, blobstore.ErrInvalidKey)
+			// The key is checked before the other arguments, so the error
+			// is the same whatever else is wrong with the call.
+			_, err = bs.GetRange(ctx, key, -1, 1)
+			wantErr(t, "GetRange at a negative offset", err, blobstore.ErrInvalidKey)
 			_, err = bs.Stat(ctx, key)
 			wantErr(t, "Stat", err, blobstore.ErrInvalidKey)
 			_, err = bs.Exists(ctx, key)

@@ -132,12 +132,12 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // GetRange implements blobstore.Blobstore.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if offset < 0 {
-		return nil, fmt.Errorf("memstore: get %q: negative offset %d", key, offset)
-	}
 	o, err := s.lookup("get", key)
 	if err != nil {
 		return nil, err
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("memstore: get %q: negative offset %d", key, offset)
 	}
 	// Objects are never mutated in place (a put replaces the slice), so
 	// the reader can share it without copying.
