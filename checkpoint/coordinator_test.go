@@ -145,6 +145,48 @@ func TestCoordinatorNeverFinalizesOnTheSinkGoroutine(t *testing.T) {
 	waitFor(t, f.completed, "completion")
 }
 
+// failCheckpoint runs checkpoint 1 on a new fixture, changed first by
+// setup (if not nil), with sinkErr as the sink's prepare result; it
+// requires the coordinator to report a fatal error that is want, stops
+// the coordinator and returns the fixture and the checkpoint id.
+func failCheckpoint(t *testing.T, setup func(*coordFixture), sinkErr, want error) (*coordFixture, string) {
+	t.Helper()
+	f := newCoordFixture(t)
+	if setup != nil {
+		setup(f)
+	}
+	f.c.Start(ctx)
+	id := NewID(1)
+	f.c.OnBarrierInjected(id, []byte("o"))
+	f.c.OnStateSnapshot(id, nil, nil)
+	f.c.OnSinkPrepared(id, sinkErr)
+	f.stopOnFatal(t, want)
+	return f, id
+}
+
+// stopOnFatal waits for the coordinator's fatal error, requires it to be
+// want and stops the coordinator.
+func (f *coordFixture) stopOnFatal(t *testing.T, want error) {
+	t.Helper()
+	if err := waitFor(t, f.c.Fatal(), "fatal error"); !errors.Is(err, want) {
+		t.Fatalf("fatal = %v, want %v", err, want)
+	}
+	f.c.Stop()
+}
+
+// checkRecordStatus checks the stored record of checkpoint id: absent if
+// want is "", else of status want.
+func (f *coordFixture) checkRecordStatus(t *testing.T, id string, want Status) {
+	t.Helper()
+	d, _ := f.s.LoadSpecific(ctx, id)
+	switch {
+	case want == "" && d != nil:
+		t.Errorf("record written: %+v", d)
+	case want != "" && (d == nil || d.Status != want):
+		t.Errorf("record = %+v, want status %q", d, want)
+	}
+}
+
 func TestCoordinatorFailures(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -163,20 +205,7 @@ func TestCoordinatorFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newCoordFixture(t)
-			if c.setup != nil {
-				c.setup(f)
-			}
-			f.c.Start(ctx)
-			id := NewID(1)
-			f.c.OnBarrierInjected(id, []byte("o"))
-			f.c.OnStateSnapshot(id, nil, nil)
-			f.c.OnSinkPrepared(id, c.sinkErr)
-			err := waitFor(t, f.c.Fatal(), "fatal error")
-			if !errors.Is(err, errBoom) {
-				t.Fatalf("fatal = %v, want the cause", err)
-			}
-			f.c.Stop()
+			f, id := failCheckpoint(t, c.setup, c.sinkErr, errBoom)
 			calls := f.log.get()
 			if got := slices.Contains(calls, "abort "+id); got != c.wantAbort {
 				t.Errorf("aborted = %v, want %v (calls %q)", got, c.wantAbort, calls)
@@ -186,13 +215,7 @@ func TestCoordinatorFailures(t *testing.T) {
 					t.Errorf("%q after a failure", call)
 				}
 			}
-			d, _ := f.s.LoadSpecific(ctx, id)
-			switch {
-			case c.wantState == "" && d != nil:
-				t.Errorf("record written: %+v", d)
-			case c.wantState != "" && (d == nil || d.Status != c.wantState):
-				t.Errorf("record = %+v, want status %q", d, c.wantState)
-			}
+			f.checkRecordStatus(t, id, c.wantState)
 		})
 	}
 }
@@ -217,32 +240,13 @@ func TestCoordinatorFencedDoesNotAbortTheSink(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newCoordFixture(t)
-			if c.setup != nil {
-				c.setup(f)
-			}
-			f.c.Start(ctx)
-			id := NewID(1)
-			f.c.OnBarrierInjected(id, []byte("o"))
-			f.c.OnStateSnapshot(id, nil, nil)
-			f.c.OnSinkPrepared(id, c.sinkErr)
-			err := waitFor(t, f.c.Fatal(), "fatal error")
-			if !errors.Is(err, ErrFenced) {
-				t.Fatalf("fatal = %v, want ErrFenced", err)
-			}
-			f.c.Stop()
+			f, id := failCheckpoint(t, c.setup, c.sinkErr, ErrFenced)
 			for _, call := range f.log.get() {
 				if strings.HasPrefix(call, "abort") || strings.HasPrefix(call, "completed") || strings.HasPrefix(call, "offsets") {
 					t.Errorf("%q after being fenced (calls %q)", call, f.log.get())
 				}
 			}
-			d, _ := f.s.LoadSpecific(ctx, id)
-			switch {
-			case c.wantState == "" && d != nil:
-				t.Errorf("record written: %+v", d)
-			case c.wantState != "" && (d == nil || d.Status != c.wantState):
-				t.Errorf("record = %+v, want status %q", d, c.wantState)
-			}
+			f.checkRecordStatus(t, id, c.wantState)
 		})
 	}
 }
@@ -295,11 +299,7 @@ func TestCoordinatorHookFailAbortsOnlyBeforeTheSinkCommit(t *testing.T) {
 			}
 			f.c.Start(ctx)
 			feed(f.c, NewID(1))
-			err := waitFor(t, f.c.Fatal(), "fatal error")
-			if !errors.Is(err, ErrInjected) {
-				t.Fatalf("fatal = %v, want ErrInjected", err)
-			}
-			f.c.Stop()
+			f.stopOnFatal(t, ErrInjected)
 			calls := f.log.get()
 			wantAbort := step == StepPersistPrepared
 			if got := slices.Contains(calls, "abort "+NewID(1)); got != wantAbort {
@@ -401,11 +401,7 @@ func TestCoordinatorCancelledContextIsFatalAndAborts(t *testing.T) {
 	cancel()
 	f.c.Start(cctx)
 	feed(f.c, NewID(1))
-	err := waitFor(t, f.c.Fatal(), "fatal error")
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("fatal = %v", err)
-	}
-	f.c.Stop()
+	f.stopOnFatal(t, context.Canceled)
 	if !slices.Contains(f.log.get(), "abort "+NewID(1)) {
 		t.Fatalf("not aborted: %q", f.log.get())
 	}

@@ -20,17 +20,35 @@ import (
 // downloadSize is four and a bit parts.
 const downloadSize = 4*testPartSize + 12345
 
-func TestGetParallelYieldsTheObjectInOrder(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Concurrency = 2 })
-	data := randomBytes(downloadSize, 9)
-	if err := s.Put(ctx, "k", stream(data)); err != nil {
+// concurrency sets Options.Concurrency to n, for newStore.
+func concurrency(n int) func(*Options) {
+	return func(o *Options) { o.Concurrency = n }
+}
+
+// putK stores data under the key "k" of s.
+func putK(t *testing.T, s *Store, data []byte) {
+	t.Helper()
+	if err := s.Put(context.Background(), "k", stream(data)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// getParallelK opens the key "k" of s with GetParallel.
+func getParallelK(ctx context.Context, t *testing.T, s *Store) io.ReadCloser {
+	t.Helper()
 	rc, err := s.GetParallel(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rc
+}
+
+func TestGetParallelYieldsTheObjectInOrder(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, miniotest.Shared(t), concurrency(2))
+	data := randomBytes(downloadSize, 9)
+	putK(t, s, data)
+	rc := getParallelK(ctx, t, s)
 	h := sha256.New()
 	var got bytes.Buffer
 	if _, err := io.Copy(io.MultiWriter(h, &got), rc); err != nil {
@@ -47,39 +65,26 @@ func TestGetParallelYieldsTheObjectInOrder(t *testing.T) {
 
 func TestGetParallelFailsWhenTheObjectIsReplaced(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Concurrency = 2 })
-	if err := s.Put(ctx, "k", stream(randomBytes(downloadSize, 10))); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := s.GetParallel(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t, miniotest.Shared(t), concurrency(2))
+	putK(t, s, randomBytes(downloadSize, 10))
+	rc := getParallelK(ctx, t, s)
 	defer rc.Close()
 	// Consume the first part exactly: with two slots, parts 1 and 2 are
 	// fetched, part 3 not before part 1 is released.
 	if _, err := io.CopyN(io.Discard, rc, testPartSize); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, "k", stream(randomBytes(downloadSize, 11))); err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.Copy(io.Discard, rc)
-	if !errors.Is(err, blobstore.ErrPreconditionFailed) {
+	putK(t, s, randomBytes(downloadSize, 11))
+	if _, err := io.Copy(io.Discard, rc); !errors.Is(err, blobstore.ErrPreconditionFailed) {
 		t.Fatalf("reading a replaced object: got %v, want ErrPreconditionFailed", err)
 	}
 }
 
 func TestGetParallelCloseEarly(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Concurrency = 3 })
-	if err := s.Put(ctx, "k", stream(randomBytes(downloadSize, 12))); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := s.GetParallel(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t, miniotest.Shared(t), concurrency(3))
+	putK(t, s, randomBytes(downloadSize, 12))
+	rc := getParallelK(ctx, t, s)
 	if _, err := io.CopyN(io.Discard, rc, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +101,7 @@ func TestDownloadWritesTheObjectToAFile(t *testing.T) {
 	s := newStore(t, miniotest.Shared(t), nil)
 	for _, size := range []int{0, 1000, downloadSize} {
 		data := randomBytes(size, 13)
-		if err := s.Put(ctx, "k", stream(data)); err != nil {
-			t.Fatal(err)
-		}
+		putK(t, s, data)
 		path := filepath.Join(t.TempDir(), "f")
 		f, err := os.Create(path)
 		if err != nil {
@@ -133,15 +136,10 @@ func TestGetParallelHoldsAtMostConcurrencyBuffers(t *testing.T) {
 		o.HTTPClient = &http.Client{Transport: gate}
 	})
 	data := randomBytes(8*testPartSize+1, 15)
-	if err := s.Put(ctx, "k", stream(data)); err != nil {
-		t.Fatal(err)
-	}
+	putK(t, s, data)
 	before := s.bufs.allocs.Load() // the upload's, cached now
 
-	rc, err := s.GetParallel(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := getParallelK(ctx, t, s)
 	defer rc.Close()
 	// With every fetch held, the scheduler must stop at Concurrency.
 	waitHeld(t, gate, conc)
@@ -168,16 +166,11 @@ func TestGetParallelAllocatesAtMostConcurrencyBuffers(t *testing.T) {
 	ctx := context.Background()
 	writer := newStore(t, miniotest.Shared(t), nil)
 	data := randomBytes(8*testPartSize+1, 16)
-	if err := writer.Put(ctx, "k", stream(data)); err != nil {
-		t.Fatal(err)
-	}
+	putK(t, writer, data)
 	// A fresh Store on the same bucket, with an empty cache.
 	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Bucket = writer.bucket; o.Concurrency = conc })
 	for i := range 2 {
-		rc, err := s.GetParallel(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := getParallelK(ctx, t, s)
 		got, err := io.ReadAll(rc)
 		rc.Close()
 		if err != nil {
@@ -205,15 +198,10 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 
 func TestGetParallelWritesEachPartInOneWrite(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Concurrency = 2 })
+	s := newStore(t, miniotest.Shared(t), concurrency(2))
 	data := randomBytes(downloadSize, 17)
-	if err := s.Put(ctx, "k", stream(data)); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := s.GetParallel(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	putK(t, s, data)
+	rc := getParallelK(ctx, t, s)
 	defer rc.Close()
 	// Half a part through Read first: WriteTo goes on from there.
 	head := make([]byte, testPartSize/2)
@@ -235,15 +223,10 @@ func TestGetParallelWritesEachPartInOneWrite(t *testing.T) {
 }
 
 func TestGetParallelCancelledIsNotACleanEOF(t *testing.T) {
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.Concurrency = 2 })
-	if err := s.Put(context.Background(), "k", stream(randomBytes(downloadSize, 18))); err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t, miniotest.Shared(t), concurrency(2))
+	putK(t, s, randomBytes(downloadSize, 18))
 	ctx, cancel := context.WithCancel(context.Background())
-	rc, err := s.GetParallel(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := getParallelK(ctx, t, s)
 	defer rc.Close()
 	// Read the first part and let the second fetch finish; cancel while
 	// the scheduler waits for a slot for the third. The two parts read
@@ -263,9 +246,7 @@ func TestDownloadAllocatesNoPartBuffers(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, miniotest.Shared(t), nil)
 	data := randomBytes(downloadSize, 19)
-	if err := s.Put(ctx, "k", stream(data)); err != nil {
-		t.Fatal(err)
-	}
+	putK(t, s, data)
 	before := s.bufs.allocs.Load()
 	cached := s.bufs.cached()
 	f, err := os.Create(filepath.Join(t.TempDir(), "f"))

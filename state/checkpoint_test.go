@@ -74,10 +74,7 @@ func (m model) fill(t *testing.T, s *state.Store, id string, seed uint64, n int)
 func download(t *testing.T, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "downloaded")
-	files, err := state.ListFiles(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := listFiles(t, src)
 	for _, f := range files {
 		to := filepath.Join(dst, filepath.FromSlash(f.RelPath))
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
@@ -97,10 +94,7 @@ func download(t *testing.T, src string) string {
 // digests maps every file of dir to its SHA-256.
 func digests(t *testing.T, dir string) map[string][32]byte {
 	t.Helper()
-	files, err := state.ListFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := listFiles(t, dir)
 	m := map[string][32]byte{}
 	for _, f := range files {
 		d, size, err := state.DigestFile(t.Context(), filepath.Join(dir, f.RelPath))
@@ -125,6 +119,51 @@ func openCheckpoint(t *testing.T, src string) *state.Store {
 	return s
 }
 
+// restore opens a plain copy of checkpoint dir, as a node with an empty
+// disk does after downloading it.
+func restore(t *testing.T, dir string) *state.Store {
+	t.Helper()
+	return openCheckpoint(t, download(t, dir))
+}
+
+// checkpoint checkpoints s into dir and returns the owner directories.
+func checkpoint(t *testing.T, s *state.Store, dir string) map[string]string {
+	t.Helper()
+	dirs, err := s.Checkpoint(t.Context(), dir)
+	if err != nil {
+		t.Fatalf("Checkpoint(%q): %v", dir, err)
+	}
+	return dirs
+}
+
+// filledCheckpoint opens a store with opts in a new directory, writes n
+// generated pairs (seed 1) to owner "a" and checkpoints it. It returns the
+// checkpoint's directory and the model of what it holds.
+func filledCheckpoint(t *testing.T, opts state.Options, n int) (string, model) {
+	t.Helper()
+	root := t.TempDir()
+	s, err := state.Open(filepath.Join(root, "live"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	m := model{}
+	m.fill(t, s, "a", 1, n)
+	c1 := filepath.Join(root, "ckpt-1")
+	checkpoint(t, s, c1)
+	return c1, m
+}
+
+// listFiles lists the files of dir.
+func listFiles(t *testing.T, dir string) []state.FileInfo {
+	t.Helper()
+	files, err := state.ListFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 func TestCheckpointsRestoreExactlyOnAnEmptyNode(t *testing.T) {
 	root := t.TempDir()
 	s := openStore(t, filepath.Join(root, "live"))
@@ -134,10 +173,7 @@ func TestCheckpointsRestoreExactlyOnAnEmptyNode(t *testing.T) {
 	m.set(t, s, "b", "empty", "")
 
 	c1 := filepath.Join(root, "ckpt-1")
-	dirs, err := s.Checkpoint(t.Context(), c1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dirs := checkpoint(t, s, c1)
 	if want := map[string]string{"a": "a", "b": "b"}; !maps.Equal(dirs, want) {
 		t.Fatalf("Checkpoint returned %v, want %v", dirs, want)
 	}
@@ -157,35 +193,24 @@ func TestCheckpointsRestoreExactlyOnAnEmptyNode(t *testing.T) {
 	m.set(t, s, "c", "late", "unflushed")
 
 	c2 := filepath.Join(root, "ckpt-2")
-	if _, err := s.Checkpoint(t.Context(), c2); err != nil {
-		t.Fatal(err)
-	}
+	checkpoint(t, s, c2)
 	want2 := m.clone()
 	m.set(t, s, "a", "after-ckpt-2", "x") // must not appear in either checkpoint
 
-	want1.check(t, openCheckpoint(t, download(t, c1)))
-	want2.check(t, openCheckpoint(t, download(t, c2)))
+	want1.check(t, restore(t, c1))
+	want2.check(t, restore(t, c2))
 	m.check(t, s)
 }
 
 func TestRestoredStoreKeepsWorkingAndCheckpointing(t *testing.T) {
-	root := t.TempDir()
-	s := openStore(t, filepath.Join(root, "live"))
-	m := model{}
-	m.fill(t, s, "a", 1, 200)
-	c1 := filepath.Join(root, "ckpt-1")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
+	c1, m := filledCheckpoint(t, testOptions, 200)
 
-	r := openCheckpoint(t, download(t, c1))
+	r := restore(t, c1)
 	m.fill(t, r, "a", 9, 200)
 	m.del(t, r, "a", func() string { k, _ := state.GenerateKV(1, 5, 0); return string(k) }())
-	c2 := filepath.Join(root, "ckpt-2")
-	if _, err := r.Checkpoint(t.Context(), c2); err != nil {
-		t.Fatal(err)
-	}
-	m.check(t, openCheckpoint(t, download(t, c2)))
+	c2 := filepath.Join(t.TempDir(), "ckpt-2")
+	checkpoint(t, r, c2)
+	m.check(t, restore(t, c2))
 }
 
 func TestSuccessiveCheckpointsShareImmutableSSTs(t *testing.T) {
@@ -199,24 +224,14 @@ func TestSuccessiveCheckpointsShareImmutableSSTs(t *testing.T) {
 		m.set(t, s, "a", fmt.Sprintf("k%08d", i), fmt.Sprintf("value-%d-%0100d", i, i))
 	}
 	c1, c2 := filepath.Join(root, "ckpt-1"), filepath.Join(root, "ckpt-2")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
+	checkpoint(t, s, c1)
 	for i := range 100 {
 		m.set(t, s, "a", fmt.Sprintf("m%08d", i), "later")
 	}
-	if _, err := s.Checkpoint(t.Context(), c2); err != nil {
-		t.Fatal(err)
-	}
+	checkpoint(t, s, c2)
 
-	files1, err := state.ListFiles(c1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files2, err := state.ListFiles(c2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files1 := listFiles(t, c1)
+	files2 := listFiles(t, c2)
 	d1, d2 := digests(t, c1), digests(t, c2)
 	kinds := map[state.FileKind]int{}
 	shared := 0
@@ -263,24 +278,14 @@ func TestSuccessiveCheckpointsShareImmutableSSTs(t *testing.T) {
 	if newSSTs == 0 {
 		t.Fatal("second checkpoint has no new SST: the flush on checkpoint did not happen")
 	}
-	m.check(t, openCheckpoint(t, download(t, c2)))
+	m.check(t, restore(t, c2))
 }
 
 func TestCheckpointAfterFlushHasOnlyATinyWAL(t *testing.T) {
-	root := t.TempDir()
-	s := openStore(t, filepath.Join(root, "live"))
-	m := model{}
 	// Several memtables' worth, so obsolete WALs exist that Pebble would
 	// otherwise recycle (and a recycled WAL is as long as its predecessor).
-	m.fill(t, s, "a", 1, 8000)
-	c1 := filepath.Join(root, "ckpt-1")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
-	files, err := state.ListFiles(c1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1, _ := filledCheckpoint(t, testOptions, 8000)
+	files := listFiles(t, c1)
 	var private int64
 	for _, f := range files {
 		if f.Kind == state.Private {
@@ -294,41 +299,20 @@ func TestCheckpointAfterFlushHasOnlyATinyWAL(t *testing.T) {
 }
 
 func TestCheckpointWithoutFlushKeepsUnflushedWritesInTheWAL(t *testing.T) {
-	root := t.TempDir()
 	opts := testOptions
 	opts.NoFlushOnCheckpoint = true
-	s, err := state.Open(filepath.Join(root, "live"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	m := model{}
-	m.fill(t, s, "a", 1, 100) // well under one memtable: nothing flushed
-	c1 := filepath.Join(root, "ckpt-1")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
-	files, err := state.ListFiles(c1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1, m := filledCheckpoint(t, opts, 100) // well under one memtable: nothing flushed
+	files := listFiles(t, c1)
 	for _, f := range files {
 		if f.Kind == state.Immutable {
 			t.Fatalf("checkpoint without flush has SST %s", f.RelPath)
 		}
 	}
-	m.check(t, openCheckpoint(t, download(t, c1)))
+	m.check(t, restore(t, c1))
 }
 
 func TestOpenCheckpointLeavesTheCheckpointUnchanged(t *testing.T) {
-	root := t.TempDir()
-	s := openStore(t, filepath.Join(root, "live"))
-	m := model{}
-	m.fill(t, s, "a", 1, 1000)
-	c1 := filepath.Join(root, "ckpt-1")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
+	c1, m := filledCheckpoint(t, testOptions, 1000)
 	before := digests(t, c1)
 
 	r := openCheckpoint(t, c1) // from the checkpoint itself: SSTs hard-linked
@@ -358,9 +342,7 @@ func TestOpenCheckpointRefusesNonEmptyWorkDir(t *testing.T) {
 	s := openStore(t, filepath.Join(root, "live"))
 	owner(t, s, "a")
 	c1 := filepath.Join(root, "ckpt-1")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
+	checkpoint(t, s, c1)
 	work := filepath.Join(root, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
@@ -385,9 +367,7 @@ func TestOpenCheckpointIntoEmptyExistingWorkDir(t *testing.T) {
 	m := model{}
 	m.set(t, s, "a", "k", "v")
 	c1 := filepath.Join(root, "ckpt-1")
-	if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-		t.Fatal(err)
-	}
+	checkpoint(t, s, c1)
 	work := filepath.Join(root, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
@@ -425,9 +405,7 @@ func TestOpenCheckpointRefusesStrayFiles(t *testing.T) {
 			s := openStore(t, filepath.Join(root, "live"))
 			owner(t, s, "a")
 			c1 := filepath.Join(root, "ckpt-1")
-			if _, err := s.Checkpoint(t.Context(), c1); err != nil {
-				t.Fatal(err)
-			}
+			checkpoint(t, s, c1)
 			setup(t, c1)
 			work := filepath.Join(root, "work")
 			r, err := state.OpenCheckpoint(t.Context(), c1, work, testOptions)
