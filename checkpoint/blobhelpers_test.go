@@ -205,19 +205,6 @@ func restoreElsewhere(t *testing.T, bs blobstore.Blobstore, id string) map[strin
 
 func newMem() *memstore.Store { return memstore.New() }
 
-// objectKeys lists the keys under prefix.
-func objectKeys(t *testing.T, bs blobstore.Blobstore, prefix string) []string {
-	t.Helper()
-	var keys []string
-	for o, err := range bs.List(context.Background(), prefix) {
-		if err != nil {
-			t.Fatalf("List(%q): %v", prefix, err)
-		}
-		keys = append(keys, o.Key)
-	}
-	return keys
-}
-
 // readSpy decorates a Blobstore: it counts Stat and Get calls per key and
 // can fail a Get, and can run a hook after a Stat returns.
 type readSpy struct {

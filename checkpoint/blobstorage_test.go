@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 )
 
 var c1Files = stateFiles{
@@ -85,7 +86,7 @@ func TestBlobStorageFencedWriterFailsEveryWriteAndPointersStay(t *testing.T) {
 	if got, _ := b.LoadSpecific(ctx, NewID(2)); got.Status != StatusPrepared {
 		t.Errorf("the fenced UpdateStatus changed the record: %s", got.Status)
 	}
-	if keys := objectKeys(t, bs, "checkpoints/"+NewID(3)); len(keys) != 0 {
+	if keys := blobstoretest.ListKeys(t, bs, "checkpoints/"+NewID(3)); len(keys) != 0 {
 		t.Errorf("the fenced Save uploaded %v", keys)
 	}
 	// The new writer is not affected.
@@ -281,7 +282,7 @@ func TestBlobStorageRestoreOnEmptyNodeIsByteExact(t *testing.T) {
 	if fi, err := os.Stat(fresh.StateDir(d.ID) + "/w1"); err != nil || !fi.IsDir() {
 		t.Errorf("empty state dir of w1 not restored: %v", err)
 	}
-	if keys := objectKeys(t, bs, "pins/"); len(keys) != 0 {
+	if keys := blobstoretest.ListKeys(t, bs, "pins/"); len(keys) != 0 {
 		t.Errorf("pins left after the restore: %v", keys)
 	}
 	// Restoring again finds the directory in place.
@@ -375,7 +376,7 @@ func TestBlobStorageRestoredTableDeletedSinceIsUploadedAgain(t *testing.T) {
 	if err := b.Restore(ctx, NewID(1)); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range objectKeys(t, bs, "shared/") {
+	for _, k := range blobstoretest.ListKeys(t, bs, "shared/") {
 		_ = bs.Delete(ctx, k)
 	}
 	if _, err := b.Acquire(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 )
 
 // compactingHistory saves n completed checkpoints the way Pebble would:
@@ -49,7 +50,7 @@ func compactingHistory(t *testing.T, s *BlobStorage, n int) map[string]map[strin
 func recordIDs(t *testing.T, bs blobstore.Blobstore) []string {
 	t.Helper()
 	var ids []string
-	for _, k := range objectKeys(t, bs, "checkpoints/") {
+	for _, k := range blobstoretest.ListKeys(t, bs, "checkpoints/") {
 		if id, ok := strings.CutSuffix(strings.TrimPrefix(k, "checkpoints/"), "/checkpoint.json"); ok {
 			ids = append(ids, id)
 		}
@@ -76,14 +77,14 @@ func TestGCKeepsNewestCompletedAndEverythingTheyNeed(t *testing.T) {
 	if len(rep.Dropped) != 5 || rep.SharedObjects == 0 || rep.Bytes == 0 {
 		t.Errorf("report = %+v", rep)
 	}
-	for _, k := range objectKeys(t, bs, "checkpoints/") {
+	for _, k := range blobstoretest.ListKeys(t, bs, "checkpoints/") {
 		if !strings.HasPrefix(k, "checkpoints/"+NewID(6)) && !strings.HasPrefix(k, "checkpoints/"+NewID(7)) {
 			t.Errorf("object of a dropped checkpoint left: %s", k)
 		}
 	}
 	// Only the tables of 6 and 7 remain: 000006.sst and 000007.sst (the
 	// compaction at 6 dropped the older ones).
-	if shared := objectKeys(t, bs, "shared/"); len(shared) != 2 {
+	if shared := blobstoretest.ListKeys(t, bs, "shared/"); len(shared) != 2 {
 		t.Errorf("shared = %v, want the two tables 6 and 7 use", shared)
 	}
 	for _, id := range retained {
@@ -105,7 +106,7 @@ func TestGCKeepsUnreferencedSharedFilesWithinGrace(t *testing.T) {
 	bs := newMem()
 	s := newWriter(t, bs, BlobOptions{Keep: 1, Grace: time.Hour})
 	compactingHistory(t, s, 4)
-	before := objectKeys(t, bs, "shared/")
+	before := blobstoretest.ListKeys(t, bs, "shared/")
 	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(30 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -113,13 +114,13 @@ func TestGCKeepsUnreferencedSharedFilesWithinGrace(t *testing.T) {
 	if !slices.Equal(rep.Retained, []string{NewID(4)}) {
 		t.Errorf("retained %v", rep.Retained)
 	}
-	if after := objectKeys(t, bs, "shared/"); !slices.Equal(after, before) || rep.SharedObjects != 0 {
+	if after := blobstoretest.ListKeys(t, bs, "shared/"); !slices.Equal(after, before) || rep.SharedObjects != 0 {
 		t.Errorf("shared files deleted within grace: before %v after %v", before, after)
 	}
 	if _, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if after := objectKeys(t, bs, "shared/"); len(after) >= len(before) {
+	if after := blobstoretest.ListKeys(t, bs, "shared/"); len(after) >= len(before) {
 		t.Errorf("shared files not deleted after grace: %v", after)
 	}
 }
@@ -129,12 +130,12 @@ func TestGCDryRunDeletesNothingAndReportsTheSame(t *testing.T) {
 	s := newWriter(t, bs, BlobOptions{Keep: 1})
 	compactingHistory(t, s, 5)
 	now := time.Now().Add(2 * time.Hour)
-	before := objectKeys(t, bs, "")
+	before := blobstoretest.ListKeys(t, bs, "")
 	dry, err := s.GC(ctx, GCOptions{DryRun: true, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := objectKeys(t, bs, ""); !slices.Equal(after, before) {
+	if after := blobstoretest.ListKeys(t, bs, ""); !slices.Equal(after, before) {
 		t.Fatalf("dry run deleted %d objects", len(before)-len(after))
 	}
 	real, err := s.GC(ctx, GCOptions{Now: now})
@@ -144,7 +145,7 @@ func TestGCDryRunDeletesNothingAndReportsTheSame(t *testing.T) {
 	if !reflect.DeepEqual(dry, real) || real.Objects == 0 {
 		t.Errorf("dry run reported %+v, the real run %+v", dry, real)
 	}
-	if got := len(objectKeys(t, bs, "")); got != len(before)-real.Objects {
+	if got := len(blobstoretest.ListKeys(t, bs, "")); got != len(before)-real.Objects {
 		t.Errorf("%d objects left, want %d", got, len(before)-real.Objects)
 	}
 }
@@ -174,7 +175,7 @@ func TestGCKeepsPinnedCheckpointUntilPinExpires(t *testing.T) {
 	if !slices.Equal(rep.Retained, []string{NewID(4)}) || rep.Pins != 1 {
 		t.Errorf("after the pin expired: %+v", rep)
 	}
-	if pins := objectKeys(t, bs, "pins/"); len(pins) != 0 {
+	if pins := blobstoretest.ListKeys(t, bs, "pins/"); len(pins) != 0 {
 		t.Errorf("expired pins left: %v", pins)
 	}
 }
@@ -191,7 +192,7 @@ func TestGCRemovesLeftoversOfCrashedSavesAfterGrace(t *testing.T) {
 		t.Fatal("Save did not fail")
 	}
 	spy.failIf = nil
-	orphans := objectKeys(t, spy, "checkpoints/"+NewID(2)+"/")
+	orphans := blobstoretest.ListKeys(t, spy, "checkpoints/"+NewID(2)+"/")
 	if len(orphans) == 0 {
 		t.Fatal("the crashed save left nothing: the test proves nothing")
 	}
@@ -206,10 +207,10 @@ func TestGCRemovesLeftoversOfCrashedSavesAfterGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Dropped, []string{NewID(2)}) || len(objectKeys(t, spy, "checkpoints/"+NewID(2)+"/")) != 0 {
-		t.Errorf("after grace: dropped %v, left %v", rep.Dropped, objectKeys(t, spy, "checkpoints/"+NewID(2)+"/"))
+	if !slices.Equal(rep.Dropped, []string{NewID(2)}) || len(blobstoretest.ListKeys(t, spy, "checkpoints/"+NewID(2)+"/")) != 0 {
+		t.Errorf("after grace: dropped %v, left %v", rep.Dropped, blobstoretest.ListKeys(t, spy, "checkpoints/"+NewID(2)+"/"))
 	}
-	if shared := objectKeys(t, spy, "shared/"); len(shared) != 2 {
+	if shared := blobstoretest.ListKeys(t, spy, "shared/"); len(shared) != 2 {
 		t.Errorf("shared = %v, want only checkpoint 1's two tables", shared)
 	}
 }

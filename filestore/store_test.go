@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/filestore"
 )
 
@@ -36,18 +37,6 @@ func get(t *testing.T, s blobstore.Blobstore, key string) string {
 		t.Fatalf("Get(%q): read: %v", key, err)
 	}
 	return string(b)
-}
-
-func list(t *testing.T, s blobstore.Blobstore, prefix string) []string {
-	t.Helper()
-	var keys []string
-	for info, err := range s.List(t.Context(), prefix) {
-		if err != nil {
-			t.Fatalf("List(%q): %v", prefix, err)
-		}
-		keys = append(keys, info.Key)
-	}
-	return keys
 }
 
 // tree returns every path under dir (files and directories), relative and
@@ -84,7 +73,7 @@ func TestNewDoesNoIO(t *testing.T) {
 	if err := s.Delete(ctx, "k"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if keys := list(t, s, ""); len(keys) != 0 {
+	if keys := blobstoretest.ListKeys(t, s, ""); len(keys) != 0 {
 		t.Fatalf("List = %q", keys)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
@@ -155,7 +144,7 @@ func TestKeyConflicts(t *testing.T) {
 			}
 		})
 	}
-	if got := list(t, s, ""); !slices.Equal(got, []string{"dir/child", "file"}) {
+	if got := blobstoretest.ListKeys(t, s, ""); !slices.Equal(got, []string{"dir/child", "file"}) {
 		t.Fatalf("List after conflicts = %q", got)
 	}
 	if get(t, s, "file") != "1" || get(t, s, "dir/child") != "2" {
@@ -241,7 +230,7 @@ func TestTempAndForeignFilesAreNotListed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := list(t, s, ""); !slices.Equal(got, []string{"d/k"}) {
+	if got := blobstoretest.ListKeys(t, s, ""); !slices.Equal(got, []string{"d/k"}) {
 		t.Fatalf("List = %q, want [d/k]", got)
 	}
 }

@@ -157,10 +157,12 @@ func sameBytes(t *testing.T, what string, got, want []byte) {
 	}
 }
 
-func listKeys(t *testing.T, bs blobstore.Blobstore, prefix string) []string {
+// ListKeys returns the keys bs lists under prefix, in order, failing the
+// test on any error.
+func ListKeys(t testing.TB, bs blobstore.Blobstore, prefix string) []string {
 	t.Helper()
 	var keys []string
-	for info, err := range bs.List(ctxFor(t), prefix) {
+	for info, err := range bs.List(t.Context(), prefix) {
 		if err != nil {
 			t.Fatalf("List(%q): %v", prefix, err)
 		}
@@ -221,7 +223,7 @@ func (s *suite) testOverwrite(t *testing.T) {
 	if info1.ETag == info2.ETag {
 		t.Fatalf("ETag %q did not change when the content changed", info1.ETag)
 	}
-	if keys := listKeys(t, bs, ""); !slices.Equal(keys, []string{"k"}) {
+	if keys := ListKeys(t, bs, ""); !slices.Equal(keys, []string{"k"}) {
 		t.Fatalf("List after overwrite = %q, want [k]", keys)
 	}
 }
@@ -244,7 +246,7 @@ func (s *suite) testMissing(t *testing.T) {
 	if err := bs.Delete(ctx, "no/such/key"); err != nil {
 		t.Fatalf("Delete missing: %v", err)
 	}
-	if keys := listKeys(t, bs, ""); len(keys) != 0 {
+	if keys := ListKeys(t, bs, ""); len(keys) != 0 {
 		t.Fatalf("List of empty store = %q", keys)
 	}
 }
@@ -312,7 +314,7 @@ func (s *suite) testInvalidKeys(t *testing.T) {
 			wantErr(t, "Delete", bs.Delete(ctx, key), blobstore.ErrInvalidKey)
 		})
 	}
-	if keys := listKeys(t, bs, ""); len(keys) != 0 {
+	if keys := ListKeys(t, bs, ""); len(keys) != 0 {
 		t.Fatalf("invalid keys left objects behind: %q", keys)
 	}
 	// The longest valid key is accepted.
@@ -332,7 +334,7 @@ func (s *suite) testValidUnusualKeys(t *testing.T) {
 	}
 	want := slices.Clone(keys)
 	slices.Sort(want)
-	if got := listKeys(t, bs, ""); !slices.Equal(got, want) {
+	if got := ListKeys(t, bs, ""); !slices.Equal(got, want) {
 		t.Fatalf("List = %q, want %q", got, want)
 	}
 }
@@ -435,7 +437,7 @@ func (s *suite) testListOrderAndPaging(t *testing.T) {
 	}
 	putParallel(t, bs, want)
 	slices.Sort(want)
-	got := listKeys(t, bs, "")
+	got := ListKeys(t, bs, "")
 	if !slices.Equal(got, want) {
 		t.Fatalf("List(\"\") returned %d keys, want %d in byte order; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
@@ -445,7 +447,7 @@ func (s *suite) testListOrderAndPaging(t *testing.T) {
 			wantA = append(wantA, k)
 		}
 	}
-	if got := listKeys(t, bs, "d/a"); !slices.Equal(got, wantA) {
+	if got := ListKeys(t, bs, "d/a"); !slices.Equal(got, wantA) {
 		t.Fatalf("List(\"d/a\") returned %d keys, want %d; first difference at %d", len(got), len(wantA), firstDiff(got, wantA))
 	}
 }
@@ -509,7 +511,7 @@ func (s *suite) testListPrefixSemantics(t *testing.T) {
 		{"zz/", nil},
 	} {
 		t.Run(fmt.Sprintf("%q", tc.prefix), func(t *testing.T) {
-			if got := listKeys(t, bs, tc.prefix); !slices.Equal(got, tc.want) {
+			if got := ListKeys(t, bs, tc.prefix); !slices.Equal(got, tc.want) {
 				t.Fatalf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
 			}
 		})
@@ -720,7 +722,7 @@ func (s *suite) testPutReaderFails(t *testing.T) {
 					t.Fatalf("%s with a failing reader succeeded", name)
 				}
 			}
-			if got := listKeys(t, bs, ""); !slices.Equal(got, []string{"keep"}) {
+			if got := ListKeys(t, bs, ""); !slices.Equal(got, []string{"keep"}) {
 				t.Fatalf("after failed puts List = %q, want [keep]", got)
 			}
 			sameBytes(t, "object after a failed overwrite", mustGet(t, bs, "keep"), []byte("old"))
@@ -780,7 +782,7 @@ func (s *suite) testPutContextCancelled(t *testing.T) {
 			case <-time.After(2 * time.Minute):
 				t.Fatal("Put did not return within 2 minutes of its context being cancelled")
 			}
-			if got := listKeys(t, bs, ""); len(got) != 0 {
+			if got := ListKeys(t, bs, ""); len(got) != 0 {
 				t.Fatalf("cancelled Put left %q", got)
 			}
 		})
@@ -800,7 +802,7 @@ func (s *suite) testDelete(t *testing.T) {
 	}
 	_, err := bs.Get(ctx, "d/1")
 	wantErr(t, "Get after Delete", err, blobstore.ErrNotFound)
-	if got := listKeys(t, bs, ""); !slices.Equal(got, []string{"d/2"}) {
+	if got := ListKeys(t, bs, ""); !slices.Equal(got, []string{"d/2"}) {
 		t.Fatalf("List after Delete = %q, want [d/2]", got)
 	}
 	// A deleted key can be created again, conditionally too.
