@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 	"strings"
+	"time"
 )
 
 // WithPrefix returns a Blobstore that stores every key k of its own as
@@ -30,7 +31,31 @@ type prefixed struct {
 	prefix string
 }
 
-var _ Blobstore = (*prefixed)(nil)
+var (
+	_ Blobstore     = (*prefixed)(nil)
+	_ Unwrapper     = (*prefixed)(nil)
+	_ UploadAborter = (*prefixed)(nil)
+)
+
+// Unwrap returns the store the prefix is applied to, so that As finds its
+// capabilities (Probe: conditional writes are a property of the endpoint,
+// not of a prefix).
+func (p *prefixed) Unwrap() Blobstore { return p.bs }
+
+// AbortIncompleteUploads aborts the incomplete uploads under prefix within
+// this store's prefix, if the store underneath has any (UploadAborter);
+// otherwise there are none to abort. It is implemented here rather than
+// reached through Unwrap because its argument is a key prefix.
+func (p *prefixed) AbortIncompleteUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return 0, err
+	}
+	a, ok := As[UploadAborter](p.bs)
+	if !ok {
+		return 0, nil
+	}
+	return a.AbortIncompleteUploads(ctx, p.prefix+prefix, olderThan)
+}
 
 func (p *prefixed) key(k string) (string, error) {
 	if err := ValidateKey(k); err != nil {

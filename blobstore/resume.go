@@ -21,11 +21,52 @@ import (
 // digests are checked after the read, so a mixed read cannot pass
 // unnoticed).
 func NewResumingReader(ctx context.Context, bs Blobstore, key string, retries int) (io.ReadCloser, error) {
-	rc, err := bs.Get(ctx, key)
+	return newResumingRange(ctx, bs, key, 0, -1, retries, bs.Get)
+}
+
+// WithResumingReads returns bs with Get and GetRange returning readers
+// that resume after a connection lost mid-body, as NewResumingReader
+// does, up to retries times in a row. Every read path of Tidemark (restore,
+// verify, savepoints) goes through it. It forwards every capability (see
+// As). Only objects that do not change while they are read may be read
+// through it: Tidemark's objects are immutable, or checked by digest.
+func WithResumingReads(bs Blobstore, retries int) Blobstore {
+	return &resuming{Blobstore: bs, retries: retries}
+}
+
+// DefaultReadResumptions is how many times in a row Tidemark resumes one
+// read whose connection broke (see WithResumingReads).
+const DefaultReadResumptions = 5
+
+type resuming struct {
+	Blobstore
+	retries int
+}
+
+var _ Unwrapper = (*resuming)(nil)
+
+// Unwrap returns the store whose reads are resumed.
+func (r *resuming) Unwrap() Blobstore { return r.Blobstore }
+
+func (r *resuming) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	return NewResumingReader(ctx, r.Blobstore, key, r.retries)
+}
+
+func (r *resuming) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	return newResumingRange(ctx, r.Blobstore, key, off, n, r.retries, func(ctx context.Context, key string) (io.ReadCloser, error) {
+		return r.Blobstore.GetRange(ctx, key, off, n)
+	})
+}
+
+// newResumingRange opens key with open and returns a reader that resumes
+// the range [start, start+length) (length < 0: to the end) after a
+// failed read.
+func newResumingRange(ctx context.Context, bs Blobstore, key string, start, length int64, retries int, open func(context.Context, string) (io.ReadCloser, error)) (io.ReadCloser, error) {
+	rc, err := open(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return &resumingReader{ctx: ctx, bs: bs, key: key, rc: rc, retries: retries}, nil
+	return &resumingReader{ctx: ctx, bs: bs, key: key, rc: rc, start: start, length: length, retries: retries}, nil
 }
 
 type resumingReader struct {
@@ -33,7 +74,9 @@ type resumingReader struct {
 	bs      Blobstore
 	key     string
 	rc      io.ReadCloser
-	off     int64 // bytes read so far: where a resumption starts
+	start   int64 // first byte of the range
+	length  int64 // bytes in the range; < 0: to the end
+	off     int64 // bytes read so far: a resumption starts at start+off
 	retries int
 	failed  int   // consecutive failed resumptions
 	pending error // a read failure not yet resumed from
@@ -76,7 +119,7 @@ func (r *resumingReader) resume(err error) error {
 			return err
 		}
 		if r.failed >= r.retries {
-			return fmt.Errorf("blobstore: read %q at byte %d: %w (gave up after %d resumptions)", r.key, r.off, err, r.failed)
+			return fmt.Errorf("blobstore: read %q at byte %d: %w (gave up after %d resumptions)", r.key, r.start+r.off, err, r.failed)
 		}
 		r.failed++
 		r.rc.Close()
@@ -86,7 +129,11 @@ func (r *resumingReader) resume(err error) error {
 		case <-r.ctx.Done():
 			continue
 		}
-		rc, gerr := r.bs.GetRange(r.ctx, r.key, r.off, -1)
+		n := int64(-1)
+		if r.length >= 0 {
+			n = r.length - r.off
+		}
+		rc, gerr := r.bs.GetRange(r.ctx, r.key, r.start+r.off, n)
 		if gerr != nil {
 			err = gerr
 			continue

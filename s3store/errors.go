@@ -25,8 +25,10 @@ var (
 	// be made.
 	ErrUnreachable = errors.New("s3store: endpoint unreachable")
 	// ErrConditionsIgnored is returned by Probe when the endpoint accepts
-	// a conditional write whose condition does not hold.
-	ErrConditionsIgnored = errors.New("s3store: endpoint ignores conditional writes")
+	// a conditional write whose condition does not hold. It wraps
+	// blobstore.ErrConditionsIgnored, which store-independent callers
+	// test for.
+	ErrConditionsIgnored = fmt.Errorf("s3store: %w", blobstore.ErrConditionsIgnored)
 )
 
 // errCodes extracts the S3 error code and HTTP status from an SDK error.

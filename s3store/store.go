@@ -119,7 +119,11 @@ type Store struct {
 // pendingUpload names a multipart upload: store key and upload id.
 type pendingUpload struct{ key, id string }
 
-var _ blobstore.Blobstore = (*Store)(nil)
+var (
+	_ blobstore.Blobstore     = (*Store)(nil)
+	_ blobstore.Prober        = (*Store)(nil)
+	_ blobstore.UploadAborter = (*Store)(nil)
+)
 
 // New returns a Store for opts. It loads credentials and region from the
 // AWS chain but sends no request; use Probe to check the endpoint.

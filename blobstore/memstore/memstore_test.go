@@ -11,13 +11,3 @@ import (
 func TestConformance(t *testing.T) {
 	blobstoretest.Run(t, func(*testing.T) blobstore.Blobstore { return memstore.New() }, blobstoretest.Options{})
 }
-
-func TestConformanceWithPrefix(t *testing.T) {
-	blobstoretest.Run(t, func(t *testing.T) blobstore.Blobstore {
-		bs, err := blobstore.WithPrefix(memstore.New(), "jobs/one")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bs
-	}, blobstoretest.Options{MaxKeyLen: blobstore.MaxKeyLen - len("jobs/one/")})
-}

@@ -1,0 +1,119 @@
+package blobstoretest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
+)
+
+// Capable is an in-memory store with every optional capability of
+// package blobstore, recording how each was called. RunDecorator wraps one
+// to check that a decorator does not hide them.
+type Capable struct {
+	blobstore.Blobstore
+	// ProbeErr is what Probe returns.
+	ProbeErr error
+
+	mu      sync.Mutex
+	probes  int
+	aborted []string // prefixes AbortIncompleteUploads was called with
+}
+
+// NewCapable returns an empty Capable store.
+func NewCapable() *Capable { return &Capable{Blobstore: memstore.New()} }
+
+// Probe counts the call and returns ProbeErr.
+func (c *Capable) Probe(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.probes++
+	return c.ProbeErr
+}
+
+// AbortIncompleteUploads records prefix and aborts nothing.
+func (c *Capable) AbortIncompleteUploads(_ context.Context, prefix string, _ time.Duration) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.aborted = append(c.aborted, prefix)
+	return 1, nil
+}
+
+// Probes returns how many times Probe was called.
+func (c *Capable) Probes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.probes
+}
+
+// Aborted returns the prefixes AbortIncompleteUploads was called with.
+func (c *Capable) Aborted() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.aborted...)
+}
+
+// RunDecorator checks a decorator: wrap returns the decorated store and
+// the key prefix the decorator adds to every key ("" for none). It runs
+// the conformance suite through the decorator (on a memstore) and checks
+// that every optional capability of package blobstore is found through it
+// with blobstore.As and reaches the store underneath, with keys
+// translated.
+func RunDecorator(t *testing.T, wrap func(t *testing.T, bs blobstore.Blobstore) (decorated blobstore.Blobstore, keyPrefix string)) {
+	t.Run("Conformance", func(t *testing.T) {
+		_, keyPrefix := wrap(t, memstore.New())
+		Run(t, func(t *testing.T) blobstore.Blobstore {
+			d, _ := wrap(t, memstore.New())
+			return d
+		}, Options{MaxKeyLen: blobstore.MaxKeyLen - len(keyPrefix)})
+	})
+	t.Run("Prober", func(t *testing.T) {
+		t.Parallel()
+		base := NewCapable()
+		d, _ := wrap(t, base)
+		p, ok := blobstore.As[blobstore.Prober](d)
+		if !ok {
+			t.Fatal("As[Prober] through the decorator: not found")
+		}
+		if err := p.Probe(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if base.Probes() != 1 {
+			t.Fatalf("Probe reached the store %d times, want 1", base.Probes())
+		}
+		base.ProbeErr = blobstore.ErrConditionsIgnored
+		if _, err := blobstore.CheckConditionalWrites(t.Context(), d); !errors.Is(err, blobstore.ErrConditionsIgnored) {
+			t.Fatalf("CheckConditionalWrites through the decorator = %v, want ErrConditionsIgnored", err)
+		}
+	})
+	t.Run("UploadAborter", func(t *testing.T) {
+		t.Parallel()
+		base := NewCapable()
+		d, keyPrefix := wrap(t, base)
+		a, ok := blobstore.As[blobstore.UploadAborter](d)
+		if !ok {
+			t.Fatal("As[UploadAborter] through the decorator: not found")
+		}
+		n, err := a.AbortIncompleteUploads(t.Context(), "shared/", time.Hour)
+		if err != nil || n != 1 {
+			t.Fatalf("AbortIncompleteUploads = %d, %v; want 1, nil", n, err)
+		}
+		got := base.Aborted()
+		if len(got) != 1 || got[0] != keyPrefix+"shared/" {
+			t.Fatalf("the store was asked to abort under %q, want [%q]", got, keyPrefix+"shared/")
+		}
+		if _, err := a.AbortIncompleteUploads(t.Context(), "../x", time.Hour); err != nil && !errors.Is(err, blobstore.ErrInvalidKey) {
+			t.Fatalf("AbortIncompleteUploads(../x) = %v, want ErrInvalidKey or nil", err)
+		}
+		for _, p := range base.Aborted() {
+			if !strings.HasPrefix(p, keyPrefix) {
+				t.Fatalf("an abort escaped the decorator's prefix %q: %q", keyPrefix, p)
+			}
+		}
+	})
+}

@@ -1,0 +1,93 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Optional capabilities.
+//
+// Some stores can do more than the methods of Blobstore. Each such
+// capability is an interface of its own, below; a store implements it or
+// not, and a caller finds it with As, which looks through any chain of
+// decorators. Every decorator in this module implements Unwrapper, so that
+// wrapping a store never hides what the store underneath can do. A
+// decorator that changes keys (WithPrefix) implements the key-scoped
+// capabilities itself, translating the keys, instead of letting As reach
+// past it: otherwise a caller would act on keys outside its prefix.
+//
+// The conformance suite (blobstoretest.RunDecorator) checks that a
+// decorator forwards every capability listed here.
+
+// Unwrapper is implemented by a decorator: Unwrap returns the store it
+// wraps.
+type Unwrapper interface {
+	Unwrap() Blobstore
+}
+
+// Prober is implemented by a store whose conditional writes are enforced
+// by a remote endpoint that might silently ignore them (s3store). Probe
+// checks that they are enforced: it returns an error wrapping
+// ErrConditionsIgnored when the endpoint accepted a write that should have
+// failed, and another error when it could not tell. Stores that enforce
+// their conditions locally (filestore, memstore) do not implement it.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
+// UploadAborter is implemented by a store that can leave incomplete
+// uploads behind after a crash (s3store's multipart uploads).
+// AbortIncompleteUploads aborts those started under prefix more than
+// olderThan ago and returns how many it aborted.
+type UploadAborter interface {
+	AbortIncompleteUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error)
+}
+
+// ErrConditionsIgnored is wrapped by the error of a Prober whose endpoint
+// accepts conditional-write headers but does not enforce them.
+var ErrConditionsIgnored = errors.New("blobstore: endpoint ignores conditional writes")
+
+// As returns the capability T of bs: bs itself if it implements T,
+// otherwise the first store down its chain of decorators (Unwrapper) that
+// does. ok is false when none does.
+func As[T any](bs Blobstore) (capability T, ok bool) {
+	for bs != nil {
+		if c, ok := bs.(T); ok {
+			return c, true
+		}
+		u, ok := bs.(Unwrapper)
+		if !ok {
+			break
+		}
+		bs = u.Unwrap()
+	}
+	return capability, false
+}
+
+// CheckConditionalWrites checks, before anything relies on them, that bs
+// enforces conditional writes: fencing, pointers and commits are all
+// compare-and-swap or create-if-absent writes, and an endpoint that
+// accepts the headers but ignores them would let a cut-off writer
+// overwrite its successor's pointers without anyone noticing.
+//
+// It runs the Prober found through bs's decorators and reports whether
+// there was one: false with a nil error means the store's conditions are
+// enforced locally. An endpoint that ignores the conditions is an error
+// wrapping ErrConditionsIgnored; a probe that could not finish is an error
+// saying so, wrapping the probe's error.
+func CheckConditionalWrites(ctx context.Context, bs Blobstore) (probed bool, err error) {
+	p, ok := As[Prober](bs)
+	if !ok {
+		return false, nil
+	}
+	switch err := p.Probe(ctx); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrConditionsIgnored):
+		return true, fmt.Errorf("this endpoint does not enforce conditional writes (If-None-Match/If-Match), so fencing would be unsafe on it: %w", err)
+	default:
+		return true, fmt.Errorf("could not check that the endpoint enforces conditional writes: %w", err)
+	}
+}
