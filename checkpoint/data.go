@@ -26,19 +26,19 @@ const (
 	StatusCompleted Status = "completed"
 )
 
-// valid reports whether s is a status a record may carry (the empty status
+// Valid reports whether s is a status a record may carry (the empty status
 // is the legacy spelling of completed).
-func (s Status) valid() bool {
+func (s Status) Valid() bool {
 	return s == "" || s == StatusPrepared || s == StatusCompleted
 }
 
-// checkStatusUpdate validates the arguments of Storage.UpdateStatus before
-// any I/O, with the errors every implementation returns for them.
-func checkStatusUpdate(id string, status Status) error {
+// ValidateStatusUpdate validates the arguments of Storage.UpdateStatus
+// before any I/O, with the errors every implementation returns for them.
+func ValidateStatusUpdate(id string, status Status) error {
 	if err := ValidateID(id); err != nil {
 		return fmt.Errorf("checkpoint: update status %q: %w", id, err)
 	}
-	if !status.valid() {
+	if !status.Valid() {
 		return fmt.Errorf("checkpoint: update status %q: unknown status %q", id, status)
 	}
 	return nil
@@ -98,6 +98,12 @@ var (
 	// checkpoint could not become the latest completed one, because the
 	// latest-completed pointer never moves backwards.
 	ErrNotNewer = errors.New("checkpoint: destination has a checkpoint at least as new")
+	// ErrFenced is returned (wrapped) by every write of a Storage with a
+	// writer role (blobstorage.Storage) whose writer was replaced: another
+	// process took the role after it, and this one is a zombie. It stays
+	// fenced. The Coordinator does not abort a sink transaction after it:
+	// the new writer owns those decisions.
+	ErrFenced = errors.New("checkpoint: fenced: another writer took over")
 )
 
 // marshalRecord encodes a record the way every Storage writes it.
@@ -109,18 +115,35 @@ func marshalRecord(d *CheckpointData) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// unmarshalRecord decodes a record and checks that it names a valid id and
-// a known status.
-func unmarshalRecord(b []byte) (*CheckpointData, error) {
+// ValidateRecord checks what every Storage requires of a record before it
+// saves one and after it reads one: a valid id (ValidateID), a known status
+// and valid state directories (ValidateStateDirs).
+func ValidateRecord(d *CheckpointData) error {
+	if d == nil {
+		return errors.New("nil record")
+	}
+	if err := ValidateID(d.ID); err != nil {
+		return err
+	}
+	if !d.Status.Valid() {
+		return fmt.Errorf("record %q: unknown status %q", d.ID, d.Status)
+	}
+	if err := ValidateStateDirs(d.StateDirs); err != nil {
+		return fmt.Errorf("record %q: %w", d.ID, err)
+	}
+	return nil
+}
+
+// DecodeRecord decodes a record as every Storage writes it and checks that
+// it names a valid id, a known status and valid state directories (see
+// ValidateStateDirs).
+func DecodeRecord(b []byte) (*CheckpointData, error) {
 	var d CheckpointData
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("checkpoint: decode record: %w", err)
 	}
-	if err := ValidateID(d.ID); err != nil {
+	if err := ValidateRecord(&d); err != nil {
 		return nil, fmt.Errorf("checkpoint: decode record: %w", err)
-	}
-	if !d.Status.valid() {
-		return nil, fmt.Errorf("checkpoint: decode record %q: unknown status %q", d.ID, d.Status)
 	}
 	return &d, nil
 }

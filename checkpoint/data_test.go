@@ -38,9 +38,9 @@ func TestCheckpointDataJSONFieldNamesMatchReference(t *testing.T) {
 }
 
 func TestUnmarshalRecordIgnoresUnknownFields(t *testing.T) {
-	d, err := unmarshalRecord([]byte(`{"id":"ckpt-00000000000000000001","files":[{"path":"x"}],"status":"completed"}`))
+	d, err := DecodeRecord([]byte(`{"id":"ckpt-00000000000000000001","files":[{"path":"x"}],"status":"completed"}`))
 	if err != nil {
-		t.Fatalf("unmarshalRecord: %v", err)
+		t.Fatalf("DecodeRecord: %v", err)
 	}
 	if d.ID != NewID(1) || !d.Completed() {
 		t.Fatalf("got %+v", d)
@@ -48,7 +48,7 @@ func TestUnmarshalRecordIgnoresUnknownFields(t *testing.T) {
 }
 
 func TestUnmarshalRecordRejectsUnknownStatus(t *testing.T) {
-	if _, err := unmarshalRecord([]byte(`{"id":"a","status":"half-done"}`)); err == nil {
+	if _, err := DecodeRecord([]byte(`{"id":"a","status":"half-done"}`)); err == nil {
 		t.Fatal("unknown status accepted")
 	}
 }

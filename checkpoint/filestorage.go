@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/tidemark-io/tidemark/internal/fsync"
 )
 
 // Pointer file names in a FileStorage directory.
@@ -17,8 +19,6 @@ const (
 	latestFile          = "latest.json"
 	latestCompletedFile = "latest-completed.json"
 	recordExt           = ".json"
-	stateExt            = ".state"
-	tempMarker          = ".tmp-"
 )
 
 // FileStorage implements Storage on a local filesystem directory:
@@ -76,14 +76,8 @@ type pointer struct {
 // latest.json (and, for a completed checkpoint, latest-completed.json)
 // forward to it if its id is newer than the one they name.
 func (s *FileStorage) Save(ctx context.Context, data *CheckpointData) error {
-	if data == nil {
-		return errors.New("checkpoint: save: nil data")
-	}
-	if err := ValidateID(data.ID); err != nil {
+	if err := ValidateRecord(data); err != nil {
 		return fmt.Errorf("checkpoint: save: %w", err)
-	}
-	if !data.Status.valid() {
-		return fmt.Errorf("checkpoint: save %q: unknown status %q", data.ID, data.Status)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,7 +200,7 @@ func (s *FileStorage) readRecord(id string) (*CheckpointData, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", id, err)
 	}
-	d, err := unmarshalRecord(b)
+	d, err := DecodeRecord(b)
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", id, err)
 	}
@@ -220,7 +214,7 @@ func (s *FileStorage) readRecord(id string) (*CheckpointData, error) {
 // durably, and moves the pointers forward as Save does. A missing record
 // wraps ErrNotFound.
 func (s *FileStorage) UpdateStatus(ctx context.Context, id string, status Status) error {
-	if err := checkStatusUpdate(id, status); err != nil {
+	if err := ValidateStatusUpdate(id, status); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -301,7 +295,7 @@ func writeFileAtomic(ctx context.Context, dir, name string, data []byte) (err er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+name+tempMarker+"*")
+	f, err := os.CreateTemp(dir, TempPattern(name))
 	if err != nil {
 		return err
 	}
@@ -324,19 +318,5 @@ func writeFileAtomic(ctx context.Context, dir, name string, data []byte) (err er
 	if err = os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory so that entries created or renamed in it are
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fsync.Dir(dir)
 }

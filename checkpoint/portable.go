@@ -16,8 +16,16 @@ import (
 	"strings"
 
 	"github.com/tidemark-io/tidemark/archive"
-	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/internal/fsync"
 )
+
+// archiveSource is implemented by a Storage that can serve a checkpoint's
+// files for ArchiveCheckpoint without a local copy of its state
+// directories. blobstorage.Storage does, streaming them from the store
+// with the digests its record already holds.
+type archiveSource interface {
+	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
+}
 
 // ArchiveCheckpoint writes a self-contained archive (package archive) of
 // checkpoint id — its JSON record plus a real copy of every per-owner
@@ -37,7 +45,7 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 	if !cp.Completed() {
 		return fmt.Errorf("checkpoint: archive %q: status %q is not completed", id, cp.Status)
 	}
-	if err := validateStateDirs(cp.StateDirs); err != nil {
+	if err := ValidateStateDirs(cp.StateDirs); err != nil {
 		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
 	}
 	rec, err := json.Marshal(cp)
@@ -108,7 +116,7 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract: %w", err)
 	}
-	cp, err := unmarshalRecord(m.Record)
+	cp, err := DecodeRecord(m.Record)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract: %w: %w", archive.ErrCorrupt, err)
 	}
@@ -116,7 +124,7 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 	if !cp.Completed() {
 		return "", fmt.Errorf("checkpoint: extract %q: %w: status %q is not completed", id, archive.ErrCorrupt, cp.Status)
 	}
-	if err := validateStateDirs(cp.StateDirs); err != nil {
+	if err := ValidateStateDirs(cp.StateDirs); err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w: %w", id, archive.ErrCorrupt, err)
 	}
 	for _, f := range m.Files {
@@ -155,10 +163,10 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 		}
 	}
 	// The state must be durable before the record that names it.
-	if err := syncTree(stateDir); err != nil {
+	if err := fsync.Tree(stateDir); err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := fsync.Dir(parent); err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
 	cp.Status = StatusCompleted
@@ -166,36 +174,6 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 		return "", fmt.Errorf("checkpoint: extract: %w", err)
 	}
 	return id, nil
-}
-
-// validateStateDirs checks that every owner is one key segment (it becomes
-// an archive path segment) and every path is local (it must stay inside
-// StateDir).
-func validateStateDirs(dirs map[string]string) error {
-	for owner, rel := range dirs {
-		if strings.ContainsAny(owner, `/\`) {
-			return fmt.Errorf("state owner %q: %w: contains a separator", owner, blobstore.ErrInvalidKey)
-		}
-		if err := blobstore.ValidateKey(owner); err != nil {
-			return fmt.Errorf("state owner %q: %w", owner, err)
-		}
-		if rel == "" || strings.Contains(rel, `\`) || !filepath.IsLocal(filepath.FromSlash(rel)) {
-			return fmt.Errorf("state dir %q of owner %q is not a local relative path", rel, owner)
-		}
-	}
-	return nil
-}
-
-// syncTree fsyncs every directory under root (files were synced when they
-// were extracted; the renames that moved them need their directories
-// synced).
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		return syncDir(p)
-	})
 }
 
 func randomHex() string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -24,7 +25,7 @@ func savepointInAnotherStore(t *testing.T) (east, west blobstore.Blobstore, want
 	if _, err := Run(ctx, crashing); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("run on east: %v, want ErrCrashed", err)
 	}
-	reader := checkpoint.NewBlobStorage(east, "", checkpoint.BlobOptions{})
+	reader := blobstorage.New(east, "", blobstorage.Options{})
 	id, err := checkpoint.CreateSavepoint(ctx, reader, east, "move")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func savepointInAnotherStore(t *testing.T) (east, west blobstore.Blobstore, want
 	if err := checkpoint.CopySavepoint(ctx, east, west, "move"); err != nil {
 		t.Fatal(err)
 	}
-	dst := checkpoint.NewBlobStorage(west, t.TempDir(), checkpoint.BlobOptions{})
+	dst := blobstorage.New(west, t.TempDir(), blobstorage.Options{})
 	if _, err := dst.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@
 // checkpoint into Storage.StateDir(id)) and the sink's acknowledgement
 // that the output is staged. The Coordinator persists the checkpoint as
 // prepared (uploading the state when the Storage is a
-// checkpoint.BlobStorage), commits the sink transaction, and persists the
+// blobstorage.Storage), commits the sink transaction, and persists the
 // checkpoint as completed.
 //
 // # The sink

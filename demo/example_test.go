@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/demo"
 	"github.com/tidemark-io/tidemark/filestore"
 )
@@ -28,7 +28,7 @@ func ExampleRun() {
 	for _, node := range []string{"node1", "node2"} {
 		dir := filepath.Join(tmp, node)
 		res, err := demo.Run(context.Background(), demo.Config{
-			Storage:      checkpoint.NewBlobStorage(bs, filepath.Join(dir, "checkpoints"), checkpoint.BlobOptions{}),
+			Storage:      blobstorage.New(bs, filepath.Join(dir, "checkpoints"), blobstorage.Options{}),
 			Sink:         demo.NewSink(bs),
 			Dir:          dir,
 			Records:      5000,

@@ -51,7 +51,7 @@ var (
 // Config describes one run of the word-count job. Storage, Sink and Dir
 // are required; every other zero field takes the default documented on it.
 type Config struct {
-	// Storage keeps the checkpoints: a checkpoint.BlobStorage (the demo's
+	// Storage keeps the checkpoints: a blobstorage.Storage (the demo's
 	// normal case: checkpoints in a Blobstore, resumable from any node) or
 	// a checkpoint.FileStorage. A Storage with an
 	// Acquire(ctx) (uint64, error) method (BlobStorage) is acquired first,

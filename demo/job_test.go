@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/filestore"
@@ -19,7 +20,7 @@ func node(t *testing.T, bs blobstore.Blobstore) Config {
 	t.Helper()
 	dir := t.TempDir()
 	return Config{
-		Storage:      checkpoint.NewBlobStorage(bs, filepath.Join(dir, "checkpoints"), checkpoint.BlobOptions{Concurrency: 2}),
+		Storage:      blobstorage.New(bs, filepath.Join(dir, "checkpoints"), blobstorage.Options{Concurrency: 2}),
 		Sink:         NewSink(bs),
 		Dir:          dir,
 		Records:      20_000,

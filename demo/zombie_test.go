@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -109,7 +110,7 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 	ctx := context.Background()
 	bs := memstore.New()
-	zombieStorage := checkpoint.NewBlobStorage(bs, filepath.Join(t.TempDir(), "checkpoints"), checkpoint.BlobOptions{})
+	zombieStorage := blobstorage.New(bs, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{})
 	if _, err := zombieStorage.Acquire(ctx); err != nil { // A was the writer; B's Run fences it
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestRunStopsWithAFencedMessageWhenAnotherNodeTakesOver(t *testing.T) {
 		// Once the zombie completed a checkpoint, another node takes the
 		// writer role.
 		if p.Event == "checkpoint" && p.Checkpoints == 1 {
-			other := checkpoint.NewBlobStorage(bs, filepath.Join(t.TempDir(), "checkpoints"), checkpoint.BlobOptions{})
+			other := blobstorage.New(bs, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{})
 			_, err := other.Acquire(context.Background())
 			takeover <- err
 		}

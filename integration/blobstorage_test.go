@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/checkpoint/storagetest"
@@ -27,7 +28,7 @@ import (
 	"github.com/tidemark-io/tidemark/state"
 )
 
-// These tests run checkpoint.BlobStorage on s3store against a real MinIO:
+// These tests run blobstorage.Storage on s3store against a real MinIO:
 // the behaviour suite, restore of real Pebble state on a node with an
 // empty disk, a Save that crashes at every write, a server that dies in
 // the middle of a multipart upload, and retention.
@@ -103,9 +104,9 @@ func (f *faultyStore) PutIfMatch(ctx context.Context, key, etag string, r io.Rea
 
 // acquiredWriter returns a BlobStorage on bs with a fresh local directory,
 // after Acquire.
-func acquiredWriter(t *testing.T, bs blobstore.Blobstore, opts checkpoint.BlobOptions) *checkpoint.BlobStorage {
+func acquiredWriter(t *testing.T, bs blobstore.Blobstore, opts blobstorage.Options) *blobstorage.Storage {
 	t.Helper()
-	s := checkpoint.NewBlobStorage(bs, t.TempDir(), opts)
+	s := blobstorage.New(bs, t.TempDir(), opts)
 	if _, err := s.Acquire(t.Context()); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -128,7 +129,7 @@ func completedRecord(id string, dirs map[string]string) *checkpoint.CheckpointDa
 // local directory and returns the restored StateDir.
 func restoreOnEmptyNode(t *testing.T, bs blobstore.Blobstore, id string) string {
 	t.Helper()
-	node := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{})
+	node := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
 	if err := node.Restore(t.Context(), id); err != nil {
 		t.Fatalf("Restore(%s) on an empty node: %v", id, err)
 	}
@@ -139,7 +140,7 @@ func restoreOnEmptyNode(t *testing.T, bs blobstore.Blobstore, id string) string 
 // reader that never writes, or "".
 func latestCompletedID(t *testing.T, bs blobstore.Blobstore) string {
 	t.Helper()
-	d, err := checkpoint.NewBlobStorage(bs, "", checkpoint.BlobOptions{}).LoadLatestCompleted(t.Context())
+	d, err := blobstorage.New(bs, "", blobstorage.Options{}).LoadLatestCompleted(t.Context())
 	if err != nil {
 		t.Fatalf("LoadLatestCompleted: %v", err)
 	}
@@ -273,7 +274,7 @@ func TestBlobStorageOnMinIOPassesStorageSuite(t *testing.T) {
 	srv := miniotest.Shared(t)
 	t.Run("BucketPerSubtest", func(t *testing.T) {
 		storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
-			return acquiredWriter(t, openBucket(t, srv, srv.NewBucket(t)), checkpoint.BlobOptions{})
+			return acquiredWriter(t, openBucket(t, srv, srv.NewBucket(t)), blobstorage.Options{})
 		})
 	})
 	t.Run("PrefixPerSubtest", func(t *testing.T) {
@@ -285,7 +286,7 @@ func TestBlobStorageOnMinIOPassesStorageSuite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return acquiredWriter(t, bs, checkpoint.BlobOptions{})
+			return acquiredWriter(t, bs, blobstorage.Options{})
 		})
 	})
 }
@@ -299,7 +300,7 @@ func TestBlobStorageRestoresPebbleStateOnEmptyNodeFromMinIO(t *testing.T) {
 	ctx := t.Context()
 	srv := miniotest.Shared(t)
 	bs := openBucket(t, srv, srv.NewBucket(t))
-	w := acquiredWriter(t, bs, checkpoint.BlobOptions{})
+	w := acquiredWriter(t, bs, blobstorage.Options{})
 
 	st, err := state.Open(filepath.Join(t.TempDir(), "live"), pebbleTestOptions)
 	if err != nil {
@@ -352,7 +353,7 @@ func TestBlobStorageRestoresPebbleStateOnEmptyNodeFromMinIO(t *testing.T) {
 				continue
 			}
 			shared++
-			i := slices.IndexFunc(files1[owner], func(r checkpoint.FileRef) bool { return r.Path == f.Path })
+			i := slices.IndexFunc(files1[owner], func(r blobstorage.FileRef) bool { return r.Path == f.Path })
 			if i < 0 || files1[owner][i].Key != f.Key {
 				t.Errorf("owner %q table %s, unchanged since %s, is stored at %s in %s", owner, f.Path, id1, f.Key, id2)
 			}
@@ -361,7 +362,7 @@ func TestBlobStorageRestoresPebbleStateOnEmptyNodeFromMinIO(t *testing.T) {
 	t.Logf("%s shares %d tables with %s", id2, shared, id1)
 
 	// A node with an empty disk.
-	node := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{})
+	node := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
 	latest, err := node.LoadLatestCompleted(ctx)
 	if err != nil || latest == nil || latest.ID != id2 {
 		t.Fatalf("LoadLatestCompleted on an empty node = %v, %v; want %s", latest, err, id2)
@@ -387,7 +388,7 @@ func TestBlobStorageSaveCrashingAtAnyWriteKeepsPreviousCheckpointOnMinIO(t *test
 	// directory, and hard-linked into each run's local directory: the
 	// second checkpoint shares tables with the first, as Pebble's do.
 	template := t.TempDir()
-	tmpl := checkpoint.NewBlobStorage(nil, template, checkpoint.BlobOptions{})
+	tmpl := blobstorage.New(nil, template, blobstorage.Options{})
 	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
 	{
 		st, err := state.Open(filepath.Join(t.TempDir(), "live"), pebbleTestOptions)
@@ -414,7 +415,7 @@ func TestBlobStorageSaveCrashingAtAnyWriteKeepsPreviousCheckpointOnMinIO(t *test
 	run := func(t *testing.T, k int) int {
 		ctx := t.Context()
 		fs := &faultyStore{Blobstore: openBucket(t, srv, srv.NewBucket(t))}
-		w := acquiredWriter(t, fs, checkpoint.BlobOptions{})
+		w := acquiredWriter(t, fs, blobstorage.Options{})
 		for _, id := range []string{id1, id2} {
 			if err := os.CopyFS(w.StateDir(id), os.DirFS(tmpl.StateDir(id))); err != nil {
 				t.Fatal(err)
@@ -550,7 +551,7 @@ func TestBlobStorageSaveFailsWhenMinIODiesMidUpload(t *testing.T) {
 	}
 	bs := &blockingStore{Store: raw}
 	// Grace of a nanosecond: GC aborts every incomplete upload it finds.
-	w := acquiredWriter(t, bs, checkpoint.BlobOptions{Grace: time.Nanosecond})
+	w := acquiredWriter(t, bs, blobstorage.Options{Grace: time.Nanosecond})
 
 	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
 	if err := w.Save(ctx, completedRecord(id1, writeState(t, w.StateDir(id1)))); err != nil {
@@ -609,7 +610,7 @@ func TestBlobStorageSaveFailsWhenMinIODiesMidUpload(t *testing.T) {
 	}
 	sameTree(t, w.StateDir(id2), restoreOnEmptyNode(t, bs, id2))
 
-	rep, err := w.GC(ctx, checkpoint.GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	rep, err := w.GC(ctx, blobstorage.GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
@@ -644,7 +645,7 @@ func TestBlobStorageGCOnMinIOKeepsRetainedCheckpointsRestorable(t *testing.T) {
 	ctx := t.Context()
 	srv := miniotest.Shared(t)
 	bs := openBucket(t, srv, srv.NewBucket(t))
-	w := acquiredWriter(t, bs, checkpoint.BlobOptions{Keep: 2})
+	w := acquiredWriter(t, bs, blobstorage.Options{Keep: 2})
 
 	live := filepath.Join(t.TempDir(), "live")
 	st, err := state.Open(live, pebbleTestOptions)
@@ -732,7 +733,7 @@ func TestBlobStorageGCOnMinIOKeepsRetainedCheckpointsRestorable(t *testing.T) {
 		t.Fatalf("no table is used only by the dropped checkpoints %v: the test would not show GC deleting tables", dropped)
 	}
 
-	rep, err := w.GC(ctx, checkpoint.GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	rep, err := w.GC(ctx, blobstorage.GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -98,8 +99,8 @@ func BenchmarkCheckpoint(b *testing.B) {
 		values[id] = map[uint64]uint64{}
 	}
 	var (
-		w      *checkpoint.BlobStorage // the writer of the last Full run
-		bs     blobstore.Blobstore     // its store (a prefix of the bucket)
+		w      *blobstorage.Storage // the writer of the last Full run
+		bs     blobstore.Blobstore  // its store (a prefix of the bucket)
 		seq    uint64
 		lastID string
 	)
@@ -150,7 +151,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			w = checkpoint.NewBlobStorage(bs, b.TempDir(), checkpoint.BlobOptions{})
+			w = blobstorage.New(bs, b.TempDir(), blobstorage.Options{})
 			if _, err := w.Acquire(ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -209,9 +210,9 @@ func BenchmarkCheckpoint(b *testing.B) {
 	})
 
 	b.Run("Restore", func(b *testing.B) {
-		var node *checkpoint.BlobStorage
+		var node *blobstorage.Storage
 		measure(b, func(int) func() {
-			node = checkpoint.NewBlobStorage(bs, b.TempDir(), checkpoint.BlobOptions{})
+			node = blobstorage.New(bs, b.TempDir(), blobstorage.Options{})
 			return func() {
 				if err := node.Restore(ctx, lastID); err != nil {
 					b.Fatalf("Restore(%s): %v", lastID, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/faultproxy"
@@ -404,7 +405,7 @@ func TestFaultSaveThroughRefusingProxyFailsKeepsPreviousCheckpointAndRetrySuccee
 	})
 	direct := openBucket(t, srv, bucket)
 	// Grace of a nanosecond: GC aborts every incomplete upload it finds.
-	w := acquiredWriter(t, bs, checkpoint.BlobOptions{Grace: time.Nanosecond})
+	w := acquiredWriter(t, bs, blobstorage.Options{Grace: time.Nanosecond})
 
 	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
 	if err := w.Save(ctx, completedRecord(id1, writeState(t, w.StateDir(id1)))); err != nil {
@@ -454,7 +455,7 @@ func TestFaultSaveThroughRefusingProxyFailsKeepsPreviousCheckpointAndRetrySuccee
 	sameTree(t, w.StateDir(id2), restoreOnEmptyNode(t, direct, id2))
 
 	// The upload the refused abort left behind is GC's to remove.
-	rep, err := w.GC(ctx, checkpoint.GCOptions{Now: time.Now().Add(2 * time.Hour)})
+	rep, err := w.GC(ctx, blobstorage.GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
@@ -520,7 +521,7 @@ func TestFaultRestoreResumesAfterConnectionResetsMidBody(t *testing.T) {
 	srv := miniotest.Shared(t)
 	bucket := srv.NewBucket(t)
 	direct := openBucket(t, srv, bucket)
-	w := acquiredWriter(t, direct, checkpoint.BlobOptions{})
+	w := acquiredWriter(t, direct, blobstorage.Options{})
 	id := checkpoint.NewID(1)
 	// writeState's op-0/000001.sst is 12 MiB.
 	if err := w.Save(ctx, completedRecord(id, writeState(t, w.StateDir(id)))); err != nil {
@@ -530,7 +531,7 @@ func TestFaultRestoreResumesAfterConnectionResetsMidBody(t *testing.T) {
 	p := faultproxy.New(t, srv.Endpoint)
 	p.SetLatency(10 * time.Millisecond) // long enough a stream to reset mid-body
 	bs := proxiedStore(t, srv, bucket, p.URL(), nil)
-	node := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{})
+	node := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
 	stop := make(chan struct{})
 	resets := whenTransferred(p, stop, bytesDown, []int64{3 << 20, 7 << 20}, p.ResetAll)
 	err := node.Restore(ctx, id)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -29,7 +30,7 @@ import (
 // smallState writes a few small files as the state of checkpoint id of s
 // (one owner "op-0": a table unique to tag, a MANIFEST) and returns its
 // StateDirs.
-func smallState(t *testing.T, s *checkpoint.BlobStorage, id, tag string) map[string]string {
+func smallState(t *testing.T, s *blobstorage.Storage, id, tag string) map[string]string {
 	t.Helper()
 	dir := filepath.Join(s.StateDir(id), "op-0")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -62,7 +63,7 @@ func TestFencedWriterCannotMovePointersOrDeleteOnMinIO(t *testing.T) {
 	srv := miniotest.Shared(t)
 	bs := openBucket(t, srv, srv.NewBucket(t))
 
-	a := acquiredWriter(t, bs, checkpoint.BlobOptions{Keep: 1})
+	a := acquiredWriter(t, bs, blobstorage.Options{Keep: 1})
 	id1, id2, id3 := checkpoint.NewID(1), checkpoint.NewID(2), checkpoint.NewID(3)
 	if err := a.Save(ctx, completedRecord(id1, smallState(t, a, id1, "a1"))); err != nil {
 		t.Fatalf("A Save(%s): %v", id1, err)
@@ -73,7 +74,7 @@ func TestFencedWriterCannotMovePointersOrDeleteOnMinIO(t *testing.T) {
 		t.Fatalf("A Save(%s prepared): %v", id2, err)
 	}
 
-	b := acquiredWriter(t, bs, checkpoint.BlobOptions{Keep: 1})
+	b := acquiredWriter(t, bs, blobstorage.Options{Keep: 1})
 	if b.Epoch() <= a.Epoch() {
 		t.Fatalf("B took epoch %d, A has %d", b.Epoch(), a.Epoch())
 	}
@@ -82,7 +83,7 @@ func TestFencedWriterCannotMovePointersOrDeleteOnMinIO(t *testing.T) {
 		t.Fatalf("after takeover: _latest=%q _latest-completed=%q, want %s and %s", latest0, done0, id2, id1)
 	}
 
-	late := checkpoint.GCOptions{Now: time.Now().Add(3 * time.Hour)}
+	late := blobstorage.GCOptions{Now: time.Now().Add(3 * time.Hour)}
 	for _, op := range []struct {
 		name string
 		do   func() error
@@ -140,13 +141,13 @@ func TestZombieSaveInFlightDuringTakeoverIsFencedOnMinIO(t *testing.T) {
 	srv := miniotest.Shared(t)
 	raw := openBucket(t, srv, srv.NewBucket(t))
 	fs := &faultyStore{Blobstore: raw}
-	a := acquiredWriter(t, fs, checkpoint.BlobOptions{})
+	a := acquiredWriter(t, fs, blobstorage.Options{})
 	id1, id2, id3 := checkpoint.NewID(1), checkpoint.NewID(2), checkpoint.NewID(3)
 	if err := a.Save(ctx, completedRecord(id1, smallState(t, a, id1, "a1"))); err != nil {
 		t.Fatal(err)
 	}
 
-	b := checkpoint.NewBlobStorage(raw, t.TempDir(), checkpoint.BlobOptions{})
+	b := blobstorage.New(raw, t.TempDir(), blobstorage.Options{})
 	var once sync.Once
 	var takeover error
 	fs.mu.Lock()
@@ -197,7 +198,7 @@ type fenceRun struct {
 	t        *testing.T
 	bs       blobstore.Blobstore
 	root     string
-	writers  []*checkpoint.BlobStorage
+	writers  []*blobstorage.Storage
 	acquired []bool
 	current  int                          // the last writer to Acquire, -1: none
 	lastSave []string                     // per writer: its last saved id (its tables are hard-linked)
@@ -220,7 +221,7 @@ func (r *fenceRun) expect(w int, op string, err error) bool {
 	r.t.Helper()
 	switch {
 	case !r.acquired[w]:
-		if !errors.Is(err, checkpoint.ErrNotWriter) {
+		if !errors.Is(err, blobstorage.ErrNotWriter) {
 			r.t.Fatalf("writer %d %s before Acquire = %v, want ErrNotWriter", w, op, err)
 		}
 		return false
@@ -235,8 +236,8 @@ func (r *fenceRun) expect(w int, op string, err error) bool {
 	return true
 }
 
-func (r *fenceRun) newWriter(w int) *checkpoint.BlobStorage {
-	return checkpoint.NewBlobStorage(r.bs, filepath.Join(r.root, strconv.Itoa(w)), checkpoint.BlobOptions{Keep: 2, Concurrency: 2})
+func (r *fenceRun) newWriter(w int) *blobstorage.Storage {
+	return blobstorage.New(r.bs, filepath.Join(r.root, strconv.Itoa(w)), blobstorage.Options{Keep: 2, Concurrency: 2})
 }
 
 func (r *fenceRun) acquire(w int) {
@@ -327,7 +328,7 @@ func (r *fenceRun) promote(w int) {
 }
 
 func (r *fenceRun) gc(w int, late bool) {
-	opts := checkpoint.GCOptions{}
+	opts := blobstorage.GCOptions{}
 	if late {
 		opts.Now = time.Now().Add(3 * time.Hour)
 	}
@@ -341,7 +342,7 @@ func (r *fenceRun) gc(w int, late bool) {
 // byte-exact on an empty node.
 func (r *fenceRun) check() {
 	ctx := r.t.Context()
-	reader := checkpoint.NewBlobStorage(r.bs, "", checkpoint.BlobOptions{})
+	reader := blobstorage.New(r.bs, "", blobstorage.Options{})
 	latest, err := reader.Load(ctx)
 	if err != nil {
 		r.t.Fatalf("Load: %v", err)
@@ -387,7 +388,7 @@ func (r *fenceRun) check() {
 		r.t.Fatalf("latest completed %s does not verify: %v", done.ID, err)
 	}
 	if done.ID != r.restored {
-		node := checkpoint.NewBlobStorage(r.bs, r.t.TempDir(), checkpoint.BlobOptions{})
+		node := blobstorage.New(r.bs, r.t.TempDir(), blobstorage.Options{})
 		if err := node.Restore(ctx, done.ID); err != nil {
 			r.t.Fatalf("Restore(%s) on an empty node: %v", done.ID, err)
 		}

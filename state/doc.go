@@ -66,7 +66,7 @@
 // database reopened from a restored checkpoint on another node (or on two
 // nodes, a zombie and its successor) continues from the same next file
 // number and may write a different 000123.sst than another lineage wrote.
-// checkpoint.BlobStorage therefore names a shared file by the checkpoint
+// blobstorage.Storage therefore names a shared file by the checkpoint
 // id and writer epoch that first uploaded it, which no other lineage can
 // repeat, and recognises an unchanged SST in a later checkpoint by its
 // inode (Checkpoint hard-links SSTs), so it is neither hashed nor

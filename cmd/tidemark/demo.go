@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
@@ -85,11 +86,11 @@ offset in demo/base for later runs.`,
 	fl.IntVar(&f.words, "words", demo.DefaultWords, "vocabulary size of the source")
 	fl.DurationVar(&f.interval, "interval", demo.DefaultInterval, "time between checkpoints")
 	fl.Uint64Var(&f.every, "checkpoint-every", 0, "also checkpoint every N records (0: by --interval only)")
-	fl.IntVar(&f.keep, "keep", checkpoint.DefaultBlobKeep, "completed checkpoints to keep in the store (older ones are garbage-collected)")
+	fl.IntVar(&f.keep, "keep", blobstorage.DefaultKeep, "completed checkpoints to keep in the store (older ones are garbage-collected)")
 	fl.Uint64Var(&f.crashAfter, "crash-after-records", 0, "crash (exit 137, no cleanup) when the source offset reaches N, once per store: the same command run again resumes and completes")
 	fl.DurationVar(&f.slow, "slow", defaultSlow, "sleep this long after each batch, to leave time to kill the job (0: full speed)")
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
-	fl.IntVar(&f.concurrency, "concurrency", checkpoint.DefaultBlobConcurrency, "parallel uploads and downloads")
+	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
 	return cmd
 }
 
@@ -119,7 +120,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		return err
 	}
 	meter := demo.NewMeter(raw)
-	storage := checkpoint.NewBlobStorage(meter, filepath.Join(f.dir, "checkpoints"), checkpoint.BlobOptions{
+	storage := blobstorage.New(meter, filepath.Join(f.dir, "checkpoints"), blobstorage.Options{
 		Keep:        f.keep,
 		Concurrency: f.concurrency,
 	})
@@ -142,7 +143,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		CrashAfter:   f.crashAfter,
 		Logger:       slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		GC: func(ctx context.Context) error {
-			_, err := storage.GC(ctx, checkpoint.GCOptions{})
+			_, err := storage.GC(ctx, blobstorage.GCOptions{})
 			return err
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
@@ -62,7 +63,7 @@ func checkpointIDs(ctx context.Context, bs blobstore.Blobstore) ([]string, error
 
 // describe summarizes the record of id; a record that cannot be read is
 // described by its error.
-func describe(ctx context.Context, s *checkpoint.BlobStorage, id string, now time.Time) checkpointInfo {
+func describe(ctx context.Context, s *blobstorage.Storage, id string, now time.Time) checkpointInfo {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
 		return checkpointInfo{ID: id, Error: err.Error()}
@@ -71,7 +72,7 @@ func describe(ctx context.Context, s *checkpoint.BlobStorage, id string, now tim
 }
 
 // summarize summarizes rec, the record of id.
-func summarize(id string, rec *checkpoint.BlobRecord, now time.Time) checkpointInfo {
+func summarize(id string, rec *blobstorage.Record, now time.Time) checkpointInfo {
 	ci := checkpointInfo{ID: id, Status: rec.Status, Timestamp: rec.Timestamp, Epoch: rec.Epoch}
 	if ci.Status == "" {
 		ci.Status = checkpoint.StatusCompleted
@@ -93,7 +94,7 @@ func summarize(id string, rec *checkpoint.BlobRecord, now time.Time) checkpointI
 }
 
 // latestIDs returns the ids the two pointers name ("" when absent).
-func latestIDs(ctx context.Context, s *checkpoint.BlobStorage) (latest, completed string, err error) {
+func latestIDs(ctx context.Context, s *blobstorage.Storage) (latest, completed string, err error) {
 	l, err := s.Load(ctx)
 	if err != nil {
 		return "", "", err
@@ -208,7 +209,7 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 func isAlias(id string) bool { return id == "latest" || id == "latest-completed" }
 
 // resolveID turns the aliases "latest" and "latest-completed" into ids.
-func resolveID(ctx context.Context, s *checkpoint.BlobStorage, id string) (string, error) {
+func resolveID(ctx context.Context, s *blobstorage.Storage, id string) (string, error) {
 	if !isAlias(id) {
 		if err := checkpoint.ValidateID(id); err != nil {
 			return "", usageError{err}
@@ -379,7 +380,7 @@ func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error
 }
 
 // verifyCheckpoint re-reads every state file rec, the record of id, names.
-func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id string, rec *checkpoint.BlobRecord) error {
+func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id string, rec *blobstorage.Record) error {
 	ci := summarize(id, rec, time.Now())
 	p := a.newProgress("verify "+id, ci.Size)
 	err := readStorage(progressStore{Blobstore: bs, p: p}).Verify(ctx, id)

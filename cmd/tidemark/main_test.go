@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
@@ -240,9 +241,9 @@ func TestLsListsCheckpointsWithPointersAndSavepoints(t *testing.T) {
 func TestShowPrintsOffsetsAndFiles(t *testing.T) {
 	store := ranDemo(t)
 	var show struct {
-		Checkpoint checkpointInfo                  `json:"checkpoint"`
-		Offsets    map[string]any                  `json:"offsets"`
-		Files      map[string][]checkpoint.FileRef `json:"files"`
+		Checkpoint checkpointInfo                   `json:"checkpoint"`
+		Offsets    map[string]any                   `json:"offsets"`
+		Files      map[string][]blobstorage.FileRef `json:"files"`
 	}
 	mustJSON(t, store, &show, "show", "latest-completed")
 	if show.Offsets["next"] != float64(20000) || len(show.Files["counts"]) == 0 || len(show.Files["totals"]) == 0 {
@@ -261,7 +262,7 @@ func TestVerifyCheckpointDetectsCorruptionWithExitThree(t *testing.T) {
 	store := ranDemo(t)
 	must(t, store, "verify", "latest-completed")
 	var show struct {
-		Files map[string][]checkpoint.FileRef `json:"files"`
+		Files map[string][]blobstorage.FileRef `json:"files"`
 	}
 	mustJSON(t, store, &show, "show", "latest-completed")
 	ctx := context.Background()
@@ -366,8 +367,8 @@ func TestGCDryRunReportsAndGCDeletes(t *testing.T) {
 	}
 	mustJSON(t, store, &before, "ls")
 	var dry struct {
-		DryRun bool                `json:"dry_run"`
-		Report checkpoint.GCReport `json:"report"`
+		DryRun bool                 `json:"dry_run"`
+		Report blobstorage.GCReport `json:"report"`
 	}
 	mustJSON(t, store, &dry, "gc", "--dry-run", "--keep", "1")
 	if !dry.DryRun || len(dry.Report.Retained) != 1 || len(dry.Report.Dropped) != len(before.Checkpoints)-1 {
@@ -393,7 +394,7 @@ func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
 	ctx := context.Background()
 	bs := openURL(t, store)
 	// The job is running: it holds the writer role.
-	job := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{Keep: 1})
+	job := blobstorage.New(bs, t.TempDir(), blobstorage.Options{Keep: 1})
 	epoch, err := job.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -403,7 +404,7 @@ func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dry struct {
-		Report checkpoint.GCReport `json:"report"`
+		Report blobstorage.GCReport `json:"report"`
 	}
 	mustJSON(t, store, &dry, "gc", "--dry-run", "--keep", "1")
 	if len(dry.Report.Dropped) == 0 {
@@ -414,7 +415,7 @@ func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
 	}
 	// Still the writer: its own GC (a write) is not fenced, and deletes
 	// what the dry run reported.
-	rep, err := job.GC(ctx, checkpoint.GCOptions{})
+	rep, err := job.GC(ctx, blobstorage.GCOptions{})
 	if err != nil || job.Epoch() != epoch {
 		t.Fatalf("the job's GC after gc --dry-run: %v (epoch %d, was %d)", err, job.Epoch(), epoch)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
@@ -138,7 +139,7 @@ func (a *app) openStore(ctx context.Context) (blobstore.Blobstore, string, error
 
 // openReader opens the store of --store or $TIDEMARK_STORE and a
 // BlobStorage that reads its checkpoints.
-func (a *app) openReader(ctx context.Context) (blobstore.Blobstore, *checkpoint.BlobStorage, error) {
+func (a *app) openReader(ctx context.Context) (blobstore.Blobstore, *blobstorage.Storage, error) {
 	bs, _, err := a.openStore(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -148,8 +149,8 @@ func (a *app) openReader(ctx context.Context) (blobstore.Blobstore, *checkpoint.
 
 // readStorage returns a BlobStorage for reading the checkpoints of bs
 // (no writer role, no local state).
-func readStorage(bs blobstore.Blobstore) *checkpoint.BlobStorage {
-	return checkpoint.NewBlobStorage(bs, "", checkpoint.BlobOptions{})
+func readStorage(bs blobstore.Blobstore) *blobstorage.Storage {
+	return blobstorage.New(bs, "", blobstorage.Options{})
 }
 
 // writeStorage returns a BlobStorage on bs that holds the writer role,
@@ -158,7 +159,7 @@ func readStorage(bs blobstore.Blobstore) *checkpoint.BlobStorage {
 // same store. Fencing is only as good as the store's conditional writes,
 // so it first checks that bs enforces them (demo.CheckConditionalWrites)
 // and refuses, writing nothing, when it does not.
-func writeStorage(ctx context.Context, bs blobstore.Blobstore, opts checkpoint.BlobOptions) (*checkpoint.BlobStorage, func(), error) {
+func writeStorage(ctx context.Context, bs blobstore.Blobstore, opts blobstorage.Options) (*blobstorage.Storage, func(), error) {
 	if _, err := demo.CheckConditionalWrites(ctx, bs); err != nil {
 		return nil, nil, err
 	}
@@ -167,7 +168,7 @@ func writeStorage(ctx context.Context, bs blobstore.Blobstore, opts checkpoint.B
 		return nil, nil, err
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
-	s := checkpoint.NewBlobStorage(bs, dir, opts)
+	s := blobstorage.New(bs, dir, opts)
 	if _, err := s.Acquire(ctx); err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("take the writer role: %w", err)

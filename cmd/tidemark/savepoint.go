@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -105,7 +106,7 @@ running on the store. The store must not hold a checkpoint as new as the savepoi
 			if info, err := src.Stat(ctx, checkpoint.SavepointKey(label)); err == nil {
 				size = info.Size
 			}
-			dst, cleanup, err := writeStorage(ctx, bs, checkpoint.BlobOptions{})
+			dst, cleanup, err := writeStorage(ctx, bs, blobstorage.Options{})
 			if err != nil {
 				return err
 			}
@@ -269,10 +270,10 @@ refuses to run on an endpoint that ignores them.`,
 			if err != nil {
 				return err
 			}
-			opts := checkpoint.BlobOptions{Keep: keep}
+			opts := blobstorage.Options{Keep: keep}
 			// A dry run reads only: taking the writer role (Acquire)
 			// would fence the very job whose store is being inspected.
-			s := checkpoint.NewBlobStorage(bs, "", opts)
+			s := blobstorage.New(bs, "", opts)
 			if !dryRun {
 				ws, cleanup, err := writeStorage(ctx, bs, opts)
 				if err != nil {
@@ -281,7 +282,7 @@ refuses to run on an endpoint that ignores them.`,
 				defer cleanup()
 				s = ws
 			}
-			rep, err := s.GC(ctx, checkpoint.GCOptions{DryRun: dryRun})
+			rep, err := s.GC(ctx, blobstorage.GCOptions{DryRun: dryRun})
 			if err != nil {
 				return err
 			}
@@ -298,6 +299,6 @@ refuses to run on an endpoint that ignores them.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted, delete nothing")
-	cmd.Flags().IntVar(&keep, "keep", checkpoint.DefaultBlobKeep, "completed checkpoints to keep")
+	cmd.Flags().IntVar(&keep, "keep", blobstorage.DefaultKeep, "completed checkpoints to keep")
 	return cmd
 }

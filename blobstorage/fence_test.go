@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"crypto/sha256"
@@ -14,14 +14,16 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 // fenceModel drives several writers of one store through random
 // interleavings of their operations.
 type fenceModel struct {
 	t        *rapid.T
-	bs       *blobSpy
-	writers  []*BlobStorage
+	bs       *spy
+	writers  []*Storage
 	acquired []bool
 	current  int                          // the last writer to Acquire, -1 none
 	lastSave []string                     // per writer: its last saved id (for hard links)
@@ -37,7 +39,7 @@ func sha(s string) string {
 }
 
 // expect checks err against what the model says op by writer w must do:
-// ErrNotWriter before Acquire, ErrFenced once another writer acquired
+// ErrNotWriter before Acquire, checkpoint.ErrFenced once another writer acquired
 // after it, success for the current writer.
 func (m *fenceModel) expect(w int, op string, err error) bool {
 	switch {
@@ -47,8 +49,8 @@ func (m *fenceModel) expect(w int, op string, err error) bool {
 		}
 		return false
 	case w != m.current:
-		if !errors.Is(err, ErrFenced) {
-			m.t.Fatalf("fenced writer %d %s = %v, want ErrFenced", w, op, err)
+		if !errors.Is(err, checkpoint.ErrFenced) {
+			m.t.Fatalf("fenced writer %d %s = %v, want checkpoint.ErrFenced", w, op, err)
 		}
 		return false
 	case err != nil:
@@ -67,7 +69,7 @@ func (m *fenceModel) acquire(w int) {
 // restart replaces writer w by a new process on the same local disk: no
 // cache, no epoch.
 func (m *fenceModel) restart(w int) {
-	m.writers[w] = NewBlobStorage(m.bs, m.writers[w].LocalDir(), BlobOptions{Keep: 2, Concurrency: 2})
+	m.writers[w] = New(m.bs, m.writers[w].LocalDir(), Options{Keep: 2, Concurrency: 2})
 	m.acquired[w] = false
 	if m.current == w {
 		m.current = -1
@@ -80,7 +82,7 @@ func (m *fenceModel) save(w int, completed bool) {
 	if err != nil {
 		m.t.Fatalf("Load: %v", err)
 	}
-	id, err := NextID(idOrEmpty(prev))
+	id, err := checkpoint.NextID(idOrEmpty(prev))
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -119,9 +121,9 @@ func (m *fenceModel) save(w int, completed bool) {
 		}
 		want["w/"+p] = sha(c)
 	}
-	d := record(id, StatusPrepared)
+	d := record(id, checkpoint.StatusPrepared)
 	if completed {
-		d.Status = StatusCompleted
+		d.Status = checkpoint.StatusCompleted
 	}
 	d.StateDirs = map[string]string{"w": "w"}
 	if m.expect(w, "Save "+id, s.Save(ctx, d)) {
@@ -130,7 +132,7 @@ func (m *fenceModel) save(w int, completed bool) {
 	}
 }
 
-func idOrEmpty(d *CheckpointData) string {
+func idOrEmpty(d *checkpoint.CheckpointData) string {
 	if d == nil {
 		return ""
 	}
@@ -145,7 +147,7 @@ func (m *fenceModel) promote(w int) {
 	if latest == nil {
 		return
 	}
-	m.expect(w, "UpdateStatus "+latest.ID, m.writers[w].UpdateStatus(ctx, latest.ID, StatusCompleted))
+	m.expect(w, "UpdateStatus "+latest.ID, m.writers[w].UpdateStatus(ctx, latest.ID, checkpoint.StatusCompleted))
 }
 
 func (m *fenceModel) gc(w int, late bool) {
@@ -161,7 +163,7 @@ func (m *fenceModel) gc(w int, late bool) {
 // completed checkpoint is a completed record holding exactly the files
 // that were saved, all present and matching their digests.
 func (m *fenceModel) check() {
-	reader := NewBlobStorage(m.bs, "", BlobOptions{})
+	reader := New(m.bs, "", Options{})
 	latest, err := reader.Load(ctx)
 	if err != nil {
 		m.t.Fatalf("Load: %v", err)
@@ -215,7 +217,7 @@ func TestBlobStorageFencingProperties(t *testing.T) {
 		}
 		defer os.RemoveAll(root)
 		for i := range n {
-			m.writers = append(m.writers, NewBlobStorage(m.bs, filepath.Join(root, fmt.Sprint(i)), BlobOptions{Keep: 2, Concurrency: 2}))
+			m.writers = append(m.writers, New(m.bs, filepath.Join(root, fmt.Sprint(i)), Options{Keep: 2, Concurrency: 2}))
 		}
 		ops := []string{"acquire", "save-prepared", "save-completed", "promote", "gc", "gc-late", "restart"}
 		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
@@ -242,24 +244,24 @@ func TestBlobStorageFencingProperties(t *testing.T) {
 // other's writes are fenced.
 func TestBlobStorageConcurrentAcquireLeavesOneWriter(t *testing.T) {
 	bs := newMem()
-	a := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
-	b := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	a := New(bs, t.TempDir(), Options{})
+	b := New(bs, t.TempDir(), Options{})
 	errs := make(chan error, 2)
-	for _, s := range []*BlobStorage{a, b} {
+	for _, s := range []*Storage{a, b} {
 		go func() { _, err := s.Acquire(ctx); errs <- err }()
 	}
 	for range 2 {
-		if err := <-errs; err != nil && !errors.Is(err, ErrFenced) {
+		if err := <-errs; err != nil && !errors.Is(err, checkpoint.ErrFenced) {
 			t.Fatalf("Acquire: %v", err)
 		}
 	}
 	var ok []string
-	for name, s := range map[string]*BlobStorage{"a": a, "b": b} {
+	for name, s := range map[string]*Storage{"a": a, "b": b} {
 		_, err := s.GC(ctx, GCOptions{})
 		switch {
 		case err == nil:
 			ok = append(ok, name)
-		case !errors.Is(err, ErrFenced):
+		case !errors.Is(err, checkpoint.ErrFenced):
 			t.Errorf("%s GC: %v", name, err)
 		}
 	}
@@ -273,18 +275,18 @@ func TestBlobStorageConcurrentAcquireLeavesOneWriter(t *testing.T) {
 // uploaded. Its next checkpoint uploads them again.
 func TestBlobStorageWriterTakingOverAgainRechecksRememberedTables(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{Keep: 1})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	b := newWriter(t, bs, BlobOptions{Keep: 1})
-	saveState(t, b, NewID(2), StatusCompleted, stateFiles{"w0": {"b.sst": "b"}})
+	a := newWriter(t, bs, Options{Keep: 1})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	b := newWriter(t, bs, Options{Keep: 1})
+	saveState(t, b, checkpoint.NewID(2), checkpoint.StatusCompleted, stateFiles{"w0": {"b.sst": "b"}})
 	if _, err := b.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	saveState(t, a, NewID(3), StatusCompleted, stateFiles{"w0": {"000001.sst": "link:" + NewID(1)}})
-	if err := a.Verify(ctx, NewID(3)); err != nil {
+	saveState(t, a, checkpoint.NewID(3), checkpoint.StatusCompleted, stateFiles{"w0": {"000001.sst": "link:" + checkpoint.NewID(1)}})
+	if err := a.Verify(ctx, checkpoint.NewID(3)); err != nil {
 		t.Fatalf("checkpoint references a table the other writer's GC deleted: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,55 +16,37 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
-// Keys of a BlobStorage, relative to the Blobstore it was given (which a
-// caller prefixes with blobstore.WithPrefix when jobs share a bucket).
+// Defaults of Options.
 const (
-	blobCheckpointsDir = "checkpoints/"
-	blobSharedDir      = "shared/"
-	blobPinsDir        = "pins/"
-	blobRecordName     = "checkpoint.json"
-	blobLatest         = "_latest"
-	blobLatestDone     = "_latest-completed"
-	blobWriter         = "_writer"
+	DefaultConcurrency = 8
+	DefaultKeep        = 3
+	DefaultGrace       = time.Hour
+	DefaultPinTTL      = time.Hour
 )
 
-// Defaults of BlobOptions.
-const (
-	DefaultBlobConcurrency = 8
-	DefaultBlobKeep        = 3
-	DefaultBlobGrace       = time.Hour
-	DefaultBlobPinTTL      = time.Hour
-)
+// ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC (other
+// than a dry run) of a Storage on which Acquire was never called.
+var ErrNotWriter = errors.New("blobstorage: not the writer: call Acquire first")
 
-var (
-	// ErrFenced is returned (wrapped) by every write of a BlobStorage whose
-	// writer epoch is stale: another BlobStorage called Acquire after it.
-	// A fenced BlobStorage stays fenced until it calls Acquire again.
-	ErrFenced = errors.New("checkpoint: fenced: another writer took over")
-	// ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC
-	// (other than a dry run) of a BlobStorage on which Acquire was never
-	// called.
-	ErrNotWriter = errors.New("checkpoint: not the writer: call Acquire first")
-)
-
-// BlobOptions configure a BlobStorage. The zero value is usable: every
+// Options configure a Storage. The zero value is usable: every
 // zero field takes the default documented on it.
-type BlobOptions struct {
+type Options struct {
 	// Concurrency bounds parallel uploads (Save) and downloads (Restore).
-	// Default: DefaultBlobConcurrency (8).
+	// Default: DefaultConcurrency (8).
 	Concurrency int
 	// Keep is the number of completed checkpoints GC retains.
-	// Default: DefaultBlobKeep (3).
+	// Default: DefaultKeep (3).
 	Keep int
 	// Grace is how old a leftover (a record newer than the latest
 	// completed one, files without a record, an unreferenced shared file,
 	// an incomplete multipart upload) must be before GC deletes it; it
-	// must exceed the longest Save. Default: DefaultBlobGrace (1h).
+	// must exceed the longest Save. Default: DefaultGrace (1h).
 	Grace time.Duration
 	// PinTTL is how long a restore pin protects its checkpoint from GC; it
-	// must exceed the longest Restore. Default: DefaultBlobPinTTL (1h).
+	// must exceed the longest Restore. Default: DefaultPinTTL (1h).
 	PinTTL time.Duration
 	// WriterName identifies this process in the _writer object
 	// (diagnostics only). Default: "<hostname>-<pid>".
@@ -79,18 +60,18 @@ type BlobOptions struct {
 	Classify func(relPath string) bool
 }
 
-func (o BlobOptions) withDefaults() BlobOptions {
+func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultBlobConcurrency
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.Keep <= 0 {
-		o.Keep = DefaultBlobKeep
+		o.Keep = DefaultKeep
 	}
 	if o.Grace <= 0 {
-		o.Grace = DefaultBlobGrace
+		o.Grace = DefaultGrace
 	}
 	if o.PinTTL <= 0 {
-		o.PinTTL = DefaultBlobPinTTL
+		o.PinTTL = DefaultPinTTL
 	}
 	if o.WriterName == "" {
 		host, _ := os.Hostname()
@@ -124,40 +105,34 @@ type FileRef struct {
 	Key string `json:"key"`
 }
 
-// BlobRecord is a checkpoint record as a BlobStorage stores it: the
-// CheckpointData fields, the epoch of the writer that saved it, and where
+// Record is a checkpoint record as a Storage stores it: the
+// checkpoint.CheckpointData fields, the epoch of the writer that saved it, and where
 // every state file lives.
-type BlobRecord struct {
-	*CheckpointData
+type Record struct {
+	*checkpoint.CheckpointData
 	// Epoch is the writer epoch of the Save that wrote the files.
 	Epoch uint64 `json:"epoch"`
-	// Files maps each owner of CheckpointData.StateDirs to its files.
+	// Files maps each owner of checkpoint.CheckpointData.StateDirs to its files.
 	Files map[string][]FileRef `json:"files"`
 }
 
-// blobPointer is the content of _latest and _latest-completed. An empty
+// pointer is the content of _latest and _latest-completed. An empty
 // ID means "no checkpoint yet" (written by Acquire to fence the pointer).
-type blobPointer struct {
+type pointer struct {
 	ID    string `json:"id"`
 	Epoch uint64 `json:"epoch"`
 }
 
-// blobWriterRecord is the content of _writer.
-type blobWriterRecord struct {
+// writerRecord is the content of _writer.
+type writerRecord struct {
 	Epoch  uint64    `json:"epoch"`
 	Writer string    `json:"writer"`
 	Since  time.Time `json:"since"`
 }
 
-// BlobStorage implements Storage on a blobstore.Blobstore, so that
-// checkpoints outlive the node that took them. Layout under the store:
-//
-//	checkpoints/<id>/checkpoint.json                  the record (BlobRecord as JSON)
-//	checkpoints/<id>/private/e<epoch>/<owner>/<path>  mutable files (MANIFEST, OPTIONS, WAL…)
-//	shared/<owner>/<id>-e<epoch>/<path>               immutable files (SSTs), uploaded once
-//	_latest, _latest-completed                         pointers {"id", "epoch"}, moved by CAS
-//	_writer                                            writer epoch {"epoch", "writer", "since"}
-//	pins/<id>/<nonce>                                  restore pins
+// Storage implements checkpoint.Storage on a blobstore.Blobstore, so that
+// checkpoints outlive the node that took them (the key layout is in the
+// package documentation).
 //
 // The local directory holds StateDir(id) = <localDir>/<id>.state, the
 // working copy of native state, exactly as in FileStorage: Save uploads
@@ -165,84 +140,74 @@ type blobWriterRecord struct {
 //
 // # Writer and fencing
 //
-// Only one BlobStorage (across every process) writes at a time: Acquire
+// Only one Storage (across every process) writes at a time: Acquire
 // takes the next epoch in _writer by compare-and-swap and then rewrites
 // both pointers with it. Every pointer move is a compare-and-swap that
 // refuses a pointer carrying a greater epoch, and every write starts by
-// checking that _writer still holds the ETag this BlobStorage wrote, so a
-// writer that was cut off and replaced (a zombie) gets ErrFenced instead
+// checking that _writer still holds the ETag this Storage wrote, so a
+// writer that was cut off and replaced (a zombie) gets checkpoint.ErrFenced instead
 // of moving pointers or deleting files. Loads need no writer role.
 //
 // # Incremental saves
 //
 // Files the Classify option calls immutable are uploaded once under a key
 // unique to the checkpoint and epoch that first uploaded them; later
-// checkpoints reference that key. A BlobStorage remembers, per file
+// checkpoints reference that key. A Storage remembers, per file
 // identity (device, inode, size, modification time), which key holds a
 // file, so the hard-linked, unchanged tables of a Pebble checkpoint are
 // not uploaded again.
-type BlobStorage struct {
+type Storage struct {
 	bs       blobstore.Blobstore
 	localDir string
-	opts     BlobOptions
+	opts     Options
 
 	// mu serialises the writes (Acquire, Save, UpdateStatus, GC): GC must
 	// never delete a shared file that a concurrent Save decided to reuse.
 	mu         sync.Mutex
 	epoch      uint64            // 0: Acquire not called
 	writerETag string            // ETag of the _writer we wrote
-	fenced     bool              // saw ErrFenced; sticky until Acquire
+	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
 
-	cache blobFileCache
+	cache fileCache
 }
 
-var _ Storage = (*BlobStorage)(nil)
+var _ checkpoint.Storage = (*Storage)(nil)
 
-// NewBlobStorage returns a BlobStorage keeping checkpoints in bs and
+// New returns a Storage keeping checkpoints in bs and
 // local state directories under localDir. bs is used as is: prefix it
 // with blobstore.WithPrefix when several jobs share a bucket. It does no
 // I/O; call Acquire before the first Save.
-func NewBlobStorage(bs blobstore.Blobstore, localDir string, opts BlobOptions) *BlobStorage {
-	return &BlobStorage{
+func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
+	return &Storage{
 		bs:         bs,
 		localDir:   localDir,
 		opts:       opts.withDefaults(),
 		recordETag: map[string]string{},
-		cache:      blobFileCache{m: map[blobFileIdent]blobCachedFile{}},
+		cache:      fileCache{m: map[fileIdent]cachedFile{}},
 	}
 }
 
 // Blobstore returns the store the checkpoints live in.
-func (s *BlobStorage) Blobstore() blobstore.Blobstore { return s.bs }
+func (s *Storage) Blobstore() blobstore.Blobstore { return s.bs }
 
 // LocalDir returns the directory holding the local state directories.
-func (s *BlobStorage) LocalDir() string { return s.localDir }
+func (s *Storage) LocalDir() string { return s.localDir }
 
 // StateDir returns localDir/<id>.state, the local root of checkpoint id's
-// native state directories, or "" for an id ValidateID rejects.
-func (s *BlobStorage) StateDir(id string) string {
-	if ValidateID(id) != nil {
+// native state directories, or "" for an id checkpoint.ValidateID rejects.
+func (s *Storage) StateDir(id string) string {
+	if checkpoint.ValidateID(id) != nil {
 		return ""
 	}
-	return filepath.Join(s.localDir, id+stateExt)
+	return filepath.Join(s.localDir, checkpoint.StateDirName(id))
 }
 
 // Epoch returns the writer epoch taken by the last Acquire, or 0.
-func (s *BlobStorage) Epoch() uint64 {
+func (s *Storage) Epoch() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.epoch
-}
-
-func blobRecordKey(id string) string { return blobCheckpointsDir + id + "/" + blobRecordName }
-
-func blobPrivateKey(id string, epoch uint64, owner, rel string) string {
-	return path.Join(blobCheckpointsDir+id, "private", "e"+strconv.FormatUint(epoch, 10), owner, rel)
-}
-
-func blobSharedKey(id string, epoch uint64, owner, rel string) string {
-	return path.Join(blobSharedDir+owner, id+"-e"+strconv.FormatUint(epoch, 10), rel)
 }
 
 // getJSON reads key into v. With withETag it also returns the ETag the
@@ -250,7 +215,7 @@ func blobSharedKey(id string, epoch uint64, owner, rel string) string {
 // between, the content read is newer than the ETag and a compare-and-swap
 // based on both fails instead of acting on stale content. Without it,
 // one Get and no Stat: a read that moves nothing needs no ETag.
-func (s *BlobStorage) getJSON(ctx context.Context, key string, v any, withETag bool) (string, error) {
+func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool) (string, error) {
 	var etag string
 	if withETag {
 		info, err := s.bs.Stat(ctx, key)
@@ -269,7 +234,7 @@ func (s *BlobStorage) getJSON(ctx context.Context, key string, v any, withETag b
 	return etag, nil
 }
 
-func (s *BlobStorage) getBytes(ctx context.Context, key string) ([]byte, error) {
+func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
 	rc, err := s.bs.Get(ctx, key)
 	if err != nil {
 		return nil, err
@@ -278,7 +243,7 @@ func (s *BlobStorage) getBytes(ctx context.Context, key string) ([]byte, error) 
 	return io.ReadAll(rc)
 }
 
-func blobJSON(v any) []byte {
+func encodeJSON(v any) []byte {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		panic(err) // only plain structs are encoded here
@@ -289,42 +254,42 @@ func blobJSON(v any) []byte {
 // readPointer returns the pointer named name, and its ETag with
 // withETag (for a compare-and-swap); ok is false when the pointer object
 // does not exist.
-func (s *BlobStorage) readPointer(ctx context.Context, name string, withETag bool) (p blobPointer, etag string, ok bool, err error) {
+func (s *Storage) readPointer(ctx context.Context, name string, withETag bool) (p pointer, etag string, ok bool, err error) {
 	etag, err = s.getJSON(ctx, name, &p, withETag)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return blobPointer{}, "", false, nil
+		return pointer{}, "", false, nil
 	}
 	if err != nil {
-		return blobPointer{}, "", false, fmt.Errorf("read pointer %s: %w", name, err)
+		return pointer{}, "", false, fmt.Errorf("read pointer %s: %w", name, err)
 	}
 	if p.ID != "" {
-		if err := ValidateID(p.ID); err != nil {
-			return blobPointer{}, "", false, fmt.Errorf("read pointer %s: %w", name, err)
+		if err := checkpoint.ValidateID(p.ID); err != nil {
+			return pointer{}, "", false, fmt.Errorf("read pointer %s: %w", name, err)
 		}
 	}
 	return p, etag, true, nil
 }
 
 // readRecord reads the record of id (one Get). A missing record wraps
-// ErrNotFound.
-func (s *BlobStorage) readRecord(ctx context.Context, id string) (*BlobRecord, error) {
+// checkpoint.ErrNotFound.
+func (s *Storage) readRecord(ctx context.Context, id string) (*Record, error) {
 	rec, _, err := s.readRecordWith(ctx, id, false)
 	return rec, err
 }
 
 // readRecordETag reads the record of id and the ETag it had, for a
 // compare-and-swap on it (see getJSON for the order of Stat and Get).
-func (s *BlobStorage) readRecordETag(ctx context.Context, id string) (*BlobRecord, string, error) {
+func (s *Storage) readRecordETag(ctx context.Context, id string) (*Record, string, error) {
 	return s.readRecordWith(ctx, id, true)
 }
 
-func (s *BlobStorage) readRecordWith(ctx context.Context, id string, withETag bool) (*BlobRecord, string, error) {
-	key := blobRecordKey(id)
+func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) (*Record, string, error) {
+	key := recordKey(id)
 	var etag string
 	if withETag {
 		info, err := s.bs.Stat(ctx, key)
 		if errors.Is(err, blobstore.ErrNotFound) {
-			return nil, "", fmt.Errorf("%q: %w", id, ErrNotFound)
+			return nil, "", fmt.Errorf("%q: %w", id, checkpoint.ErrNotFound)
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("%q: %w", id, err)
@@ -333,12 +298,12 @@ func (s *BlobStorage) readRecordWith(ctx context.Context, id string, withETag bo
 	}
 	b, err := s.getBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, "", fmt.Errorf("%q: %w", id, ErrNotFound)
+		return nil, "", fmt.Errorf("%q: %w", id, checkpoint.ErrNotFound)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%q: %w", id, err)
 	}
-	rec, err := decodeBlobRecord(b)
+	rec, err := decodeRecord(b)
 	if err != nil {
 		return nil, "", fmt.Errorf("%q: %w", id, err)
 	}
@@ -348,11 +313,11 @@ func (s *BlobStorage) readRecordWith(ctx context.Context, id string, withETag bo
 	return rec, etag, nil
 }
 
-// decodeBlobRecord decodes a record with the same checks as FileStorage
+// decodeRecord decodes a record with the same checks as checkpoint.FileStorage
 // (valid id and status) plus checks on the file references, which a
 // restore turns into local paths.
-func decodeBlobRecord(b []byte) (*BlobRecord, error) {
-	d, err := unmarshalRecord(b)
+func decodeRecord(b []byte) (*Record, error) {
+	d, err := checkpoint.DecodeRecord(b)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +343,7 @@ func decodeBlobRecord(b []byte) (*BlobRecord, error) {
 			return nil, fmt.Errorf("checkpoint: decode record %q: %w", d.ID, err)
 		}
 	}
-	return &BlobRecord{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
 }
 
 // validateBlobStateDir checks an owner (a single key segment, since it names
@@ -395,17 +360,17 @@ func validateBlobStateDir(owner, rel string) error {
 
 // Load reads the most recent checkpoint of any status, or nil with no
 // error when there is none.
-func (s *BlobStorage) Load(ctx context.Context) (*CheckpointData, error) {
-	return s.loadPointer(ctx, blobLatest)
+func (s *Storage) Load(ctx context.Context) (*checkpoint.CheckpointData, error) {
+	return s.loadPointer(ctx, keyLatest)
 }
 
 // LoadLatestCompleted reads the most recent completed checkpoint, or nil
 // with no error when there is none.
-func (s *BlobStorage) LoadLatestCompleted(ctx context.Context) (*CheckpointData, error) {
-	return s.loadPointer(ctx, blobLatestDone)
+func (s *Storage) LoadLatestCompleted(ctx context.Context) (*checkpoint.CheckpointData, error) {
+	return s.loadPointer(ctx, keyLatestCompleted)
 }
 
-func (s *BlobStorage) loadPointer(ctx context.Context, name string) (*CheckpointData, error) {
+func (s *Storage) loadPointer(ctx context.Context, name string) (*checkpoint.CheckpointData, error) {
 	p, _, ok, err := s.readPointer(ctx, name, false)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: load: %w", err)
@@ -422,8 +387,8 @@ func (s *BlobStorage) loadPointer(ctx context.Context, name string) (*Checkpoint
 	return rec.CheckpointData, nil
 }
 
-// LoadSpecific reads checkpoint id; a missing record wraps ErrNotFound.
-func (s *BlobStorage) LoadSpecific(ctx context.Context, id string) (*CheckpointData, error) {
+// LoadSpecific reads checkpoint id; a missing record wraps checkpoint.ErrNotFound.
+func (s *Storage) LoadSpecific(ctx context.Context, id string) (*checkpoint.CheckpointData, error) {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
 		return nil, err
@@ -432,9 +397,9 @@ func (s *BlobStorage) LoadSpecific(ctx context.Context, id string) (*CheckpointD
 }
 
 // LoadRecord reads the full record of checkpoint id, with its file
-// references. A missing record wraps ErrNotFound.
-func (s *BlobStorage) LoadRecord(ctx context.Context, id string) (*BlobRecord, error) {
-	if err := ValidateID(id); err != nil {
+// references. A missing record wraps checkpoint.ErrNotFound.
+func (s *Storage) LoadRecord(ctx context.Context, id string) (*Record, error) {
+	if err := checkpoint.ValidateID(id); err != nil {
 		return nil, fmt.Errorf("checkpoint: load %q: %w", id, err)
 	}
 	rec, err := s.readRecord(ctx, id)
@@ -445,8 +410,8 @@ func (s *BlobStorage) LoadRecord(ctx context.Context, id string) (*BlobRecord, e
 }
 
 // Files returns the state files of checkpoint id by owner. A missing
-// record wraps ErrNotFound.
-func (s *BlobStorage) Files(ctx context.Context, id string) (map[string][]FileRef, error) {
+// record wraps checkpoint.ErrNotFound.
+func (s *Storage) Files(ctx context.Context, id string) (map[string][]FileRef, error) {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
 		return nil, err
@@ -456,9 +421,9 @@ func (s *BlobStorage) Files(ctx context.Context, id string) (map[string][]FileRe
 
 // UpdateStatus rewrites the status of checkpoint id by compare-and-swap on
 // its record, then moves the pointers forward as Save does. It needs the
-// writer role. A missing record wraps ErrNotFound.
-func (s *BlobStorage) UpdateStatus(ctx context.Context, id string, status Status) error {
-	if err := checkStatusUpdate(id, status); err != nil {
+// writer role. A missing record wraps checkpoint.ErrNotFound.
+func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint.Status) error {
+	if err := checkpoint.ValidateStatusUpdate(id, status); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -477,10 +442,10 @@ func (s *BlobStorage) UpdateStatus(ctx context.Context, id string, status Status
 			// rewrite, and completing it would claim a commit of its
 			// transaction that nobody made.
 			s.fenced = true
-			return fmt.Errorf("checkpoint: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, ErrFenced)
+			return fmt.Errorf("checkpoint: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		rec.Status = status
-		newETag, err := s.bs.PutIfMatch(ctx, blobRecordKey(id), etag, bytes.NewReader(blobJSON(rec)))
+		newETag, err := s.bs.PutIfMatch(ctx, recordKey(id), etag, bytes.NewReader(encodeJSON(rec)))
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {
 			// Someone rewrote the record between our read and write:
 			// only another writer can, so check the fence and retry.

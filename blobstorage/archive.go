@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 )
 
-// archiveSource is implemented by a Storage that can serve a checkpoint's
-// files for ArchiveCheckpoint without a local copy of its state
-// directories. BlobStorage does, streaming them from the store with the
+// archiveSource is implemented by a checkpoint.Storage that can serve a checkpoint's
+// files for checkpoint.ArchiveCheckpoint without a local copy of its state
+// directories. Storage does, streaming them from the store with the
 // digests its record already holds.
 type archiveSource interface {
 	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
 }
 
-var _ archiveSource = (*BlobStorage)(nil)
+var _ archiveSource = (*Storage)(nil)
 
 // ArchiveFiles returns the archive entries of checkpoint id (paths
 // state/<owner>/<path>, sorted, with sizes and digests from the record)
@@ -28,9 +28,9 @@ var _ archiveSource = (*BlobStorage)(nil)
 // every byte against the digest as it copies.
 //
 // No restore pin is held: the caller archives a checkpoint GC retains
-// (CreateSavepoint archives the latest completed one, which GC always
+// (checkpoint.CreateSavepoint archives the latest completed one, which GC always
 // keeps). A file GC deleted meanwhile fails the archive, never corrupts it.
-func (s *BlobStorage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error) {
+func (s *Storage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error) {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
 		return nil, nil, err

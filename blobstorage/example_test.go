@@ -1,4 +1,4 @@
-package checkpoint_test
+package blobstorage_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -15,7 +16,7 @@ import (
 // its disk, and another node with an empty directory restores from the
 // store. Any Blobstore works: memstore here, s3store or filestore in
 // production.
-func ExampleBlobStorage() {
+func Example() {
 	ctx := context.Background()
 	bucket := memstore.New()
 	dir, _ := os.MkdirTemp("", "blob-example-")
@@ -23,7 +24,7 @@ func ExampleBlobStorage() {
 
 	// Node A takes the writer role (fencing any earlier writer) and saves a
 	// checkpoint whose state it wrote under StateDir(id).
-	nodeA := checkpoint.NewBlobStorage(bucket, filepath.Join(dir, "node-a"), checkpoint.BlobOptions{})
+	nodeA := blobstorage.New(bucket, filepath.Join(dir, "node-a"), blobstorage.Options{})
 	if _, err := nodeA.Acquire(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func ExampleBlobStorage() {
 
 	// Node B starts with an empty disk: it finds the latest completed
 	// checkpoint in the store and downloads and verifies its state.
-	nodeB := checkpoint.NewBlobStorage(bucket, filepath.Join(dir, "node-b"), checkpoint.BlobOptions{})
+	nodeB := blobstorage.New(bucket, filepath.Join(dir, "node-b"), blobstorage.Options{})
 	latest, err := nodeB.LoadLatestCompleted(ctx)
 	if err != nil {
 		log.Fatal(err)

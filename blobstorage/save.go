@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"bytes"
@@ -20,42 +20,43 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
-// blobFileIdent identifies the content of a local file without reading it: Pebble
+// fileIdent identifies the content of a local file without reading it: Pebble
 // checkpoints hard-link unchanged tables, so the same table in successive
 // checkpoints is the same inode, with the same size and mtime.
-type blobFileIdent struct {
+type fileIdent struct {
 	dev, ino uint64
 	size     int64
 	mtime    int64
 }
 
-// blobCachedFile is where a file with a given blobFileIdent already lives in the
+// cachedFile is where a file with a given fileIdent already lives in the
 // store. verified is the writer epoch under which the key was last known
 // to exist (uploaded or Stat'ed); 0 means never (seeded by Restore).
-type blobCachedFile struct {
+type cachedFile struct {
 	key      string
 	size     int64
 	sha256   string
 	verified uint64
 }
 
-// blobFileCache maps file identities to shared keys. It has its own lock
+// fileCache maps file identities to shared keys. It has its own lock
 // because Restore (no writer role) seeds it.
-type blobFileCache struct {
+type fileCache struct {
 	mu sync.Mutex
-	m  map[blobFileIdent]blobCachedFile
+	m  map[fileIdent]cachedFile
 }
 
-func (c *blobFileCache) get(id blobFileIdent) (blobCachedFile, bool) {
+func (c *fileCache) get(id fileIdent) (cachedFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, ok := c.m[id]
 	return f, ok
 }
 
-func (c *blobFileCache) put(id blobFileIdent, f blobCachedFile) {
+func (c *fileCache) put(id fileIdent, f cachedFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[id] = f
@@ -63,7 +64,7 @@ func (c *blobFileCache) put(id blobFileIdent, f blobCachedFile) {
 
 // dropKeys forgets every identity whose content lives at a key in keys
 // (GC deleted them).
-func (c *blobFileCache) dropKeys(keys map[string]bool) {
+func (c *fileCache) dropKeys(keys map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, f := range c.m {
@@ -73,18 +74,18 @@ func (c *blobFileCache) dropKeys(keys map[string]bool) {
 	}
 }
 
-// blobFileID returns the blobFileIdent of fi, or false where the platform gives no
+// fileIdentOf returns the fileIdent of fi, or false where the platform gives no
 // inode (then nothing is cached and every file is uploaded).
-func blobFileID(fi fs.FileInfo) (blobFileIdent, bool) {
+func fileIdentOf(fi fs.FileInfo) (fileIdent, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return blobFileIdent{}, false
+		return fileIdent{}, false
 	}
-	return blobFileIdent{dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano()}, true //nolint:unconvert // Dev is uint32 on some platforms
+	return fileIdent{dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(), mtime: fi.ModTime().UnixNano()}, true //nolint:unconvert // Dev is uint32 on some platforms
 }
 
-// blobLocalFile is one file of a state directory to save.
-type blobLocalFile struct {
+// localFile is one file of a state directory to save.
+type localFile struct {
 	owner    string
 	rel      string // slash-separated, relative to the owner's state dir
 	abs      string
@@ -109,15 +110,15 @@ type blobLocalFile struct {
 // data.ID must be newer than the checkpoint _latest names, except that the
 // writer that saved an id may save it again (prepared, then completed).
 // Save needs the writer role (Acquire).
-func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
+func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) error {
 	if data == nil {
 		return errors.New("checkpoint: save: nil data")
 	}
 	id := data.ID
-	if err := ValidateID(id); err != nil {
+	if err := checkpoint.ValidateID(id); err != nil {
 		return fmt.Errorf("checkpoint: save: %w", err)
 	}
-	if !data.Status.valid() {
+	if !data.Status.Valid() {
 		return fmt.Errorf("checkpoint: save %q: unknown status %q", id, data.Status)
 	}
 	for owner, rel := range data.StateDirs {
@@ -132,7 +133,7 @@ func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
 	}
 	_, resave := s.recordETag[id]
 	if !resave {
-		latest, _, _, err := s.readPointer(ctx, blobLatest, false)
+		latest, _, _, err := s.readPointer(ctx, keyLatest, false)
 		if err != nil {
 			return fmt.Errorf("checkpoint: save %q: %w", id, err)
 		}
@@ -148,7 +149,7 @@ func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
 	if err := s.uploadFiles(ctx, id, files); err != nil {
 		return fmt.Errorf("checkpoint: save %q: %w", id, err)
 	}
-	rec := &BlobRecord{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}}
+	rec := &Record{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}}
 	for owner := range data.StateDirs {
 		rec.Files[owner] = []FileRef{} // an empty state dir is restored as one
 	}
@@ -162,8 +163,8 @@ func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
 	// uploaded some, but they are not worth trusting across a failure.
 	for _, f := range files {
 		if f.shared && f.uploaded {
-			if fid, ok := blobFileID(f.info); ok {
-				s.cache.put(fid, blobCachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: s.epoch})
+			if fid, ok := fileIdentOf(f.info); ok {
+				s.cache.put(fid, cachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: s.epoch})
 			}
 		}
 	}
@@ -178,9 +179,9 @@ func (s *BlobStorage) Save(ctx context.Context, data *CheckpointData) error {
 // An existing record we did not write is replaced only if an older epoch
 // wrote it (a fenced writer's leftover, which no pointer names since the
 // id is newer than _latest); a newer epoch's record means we are fenced.
-func (s *BlobStorage) writeRecordLocked(ctx context.Context, rec *BlobRecord) error {
-	key := blobRecordKey(rec.ID)
-	body := blobJSON(rec)
+func (s *Storage) writeRecordLocked(ctx context.Context, rec *Record) error {
+	key := recordKey(rec.ID)
+	body := encodeJSON(rec)
 	if etag, ok := s.recordETag[rec.ID]; ok {
 		newETag, err := s.bs.PutIfMatch(ctx, key, etag, bytes.NewReader(body))
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {
@@ -203,7 +204,7 @@ func (s *BlobStorage) writeRecordLocked(ctx context.Context, rec *BlobRecord) er
 		}
 		if old.Epoch > s.epoch {
 			s.fenced = true
-			return fmt.Errorf("checkpoint %q already exists, written by epoch %d > ours %d: %w", rec.ID, old.Epoch, s.epoch, ErrFenced)
+			return fmt.Errorf("checkpoint %q already exists, written by epoch %d > ours %d: %w", rec.ID, old.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		newETag, err = s.bs.PutIfMatch(ctx, key, oldETag, bytes.NewReader(body))
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {
@@ -220,8 +221,8 @@ func (s *BlobStorage) writeRecordLocked(ctx context.Context, rec *BlobRecord) er
 // walkStateDirs lists the regular files of every state directory of data,
 // sorted by owner and path. It refuses symbolic links and special files:
 // they could not be restored as they were.
-func (s *BlobStorage) walkStateDirs(data *CheckpointData) ([]*blobLocalFile, error) {
-	var files []*blobLocalFile
+func (s *Storage) walkStateDirs(data *checkpoint.CheckpointData) ([]*localFile, error) {
+	var files []*localFile
 	owners := make([]string, 0, len(data.StateDirs))
 	for o := range data.StateDirs {
 		owners = append(owners, o)
@@ -255,7 +256,7 @@ func (s *BlobStorage) walkStateDirs(data *CheckpointData) ([]*blobLocalFile, err
 			if err != nil {
 				return err
 			}
-			files = append(files, &blobLocalFile{
+			files = append(files, &localFile{
 				owner: owner, rel: rel, abs: p, info: info, shared: s.opts.Classify(rel),
 			})
 			return nil
@@ -270,7 +271,7 @@ func (s *BlobStorage) walkStateDirs(data *CheckpointData) ([]*blobLocalFile, err
 // uploadFiles fills in every file's FileRef: a cached immutable file is
 // referenced where it is (after checking once per epoch that it still
 // exists), the others are uploaded with bounded parallelism.
-func (s *BlobStorage) uploadFiles(ctx context.Context, id string, files []*blobLocalFile) error {
+func (s *Storage) uploadFiles(ctx context.Context, id string, files []*localFile) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)
 	for _, f := range files {
@@ -285,9 +286,9 @@ func (s *BlobStorage) uploadFiles(ctx context.Context, id string, files []*blobL
 			}
 			var key string
 			if f.shared {
-				key = blobSharedKey(id, s.epoch, f.owner, f.rel)
+				key = sharedKey(id, s.epoch, f.owner, f.rel)
 			} else {
-				key = blobPrivateKey(id, s.epoch, f.owner, f.rel)
+				key = privateKey(id, s.epoch, f.owner, f.rel)
 			}
 			if err := blobstore.ValidateKey(key); err != nil {
 				return fmt.Errorf("owner %q file %s: %w", f.owner, f.rel, err)
@@ -309,8 +310,8 @@ func (s *BlobStorage) uploadFiles(ctx context.Context, id string, files []*blobL
 // once: it may come from a Restore, and a previous writer's GC may have
 // deleted it since; after our Acquire only our own GC deletes, and it
 // drops what it deletes from the cache.
-func (s *BlobStorage) reuse(ctx context.Context, f *blobLocalFile) (FileRef, bool, error) {
-	fid, ok := blobFileID(f.info)
+func (s *Storage) reuse(ctx context.Context, f *localFile) (FileRef, bool, error) {
+	fid, ok := fileIdentOf(f.info)
 	if !ok {
 		return FileRef{}, false, nil
 	}
@@ -336,7 +337,7 @@ func (s *BlobStorage) reuse(ctx context.Context, f *blobLocalFile) (FileRef, boo
 // and returns its reference and the stat of the open file. The bytes read
 // must match the size the file had when opened: a file that changes while
 // it is uploaded would be recorded with the wrong identity.
-func (s *BlobStorage) uploadFile(ctx context.Context, key, abs string) (FileRef, fs.FileInfo, error) {
+func (s *Storage) uploadFile(ctx context.Context, key, abs string) (FileRef, fs.FileInfo, error) {
 	fh, err := os.Open(abs)
 	if err != nil {
 		return FileRef{}, nil, err
@@ -347,7 +348,7 @@ func (s *BlobStorage) uploadFile(ctx context.Context, key, abs string) (FileRef,
 		return FileRef{}, nil, err
 	}
 	h := sha256.New()
-	cr := &blobCountingReader{r: io.TeeReader(fh, h)}
+	cr := &countingReader{r: io.TeeReader(fh, h)}
 	if err := s.bs.Put(ctx, key, cr); err != nil {
 		return FileRef{}, nil, err
 	}
@@ -357,19 +358,19 @@ func (s *BlobStorage) uploadFile(ctx context.Context, key, abs string) (FileRef,
 	return FileRef{Size: cr.n, SHA256: hex.EncodeToString(h.Sum(nil)), Key: key}, info, nil
 }
 
-type blobCountingReader struct {
+type countingReader struct {
 	r io.Reader
 	n int64
 }
 
-func (c *blobCountingReader) Read(p []byte) (int, error) {
+func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
 }
 
-// blobOwners returns the keys of m in order.
-func blobOwners[V any](m map[string]V) []string {
+// sortedOwners returns the keys of m in order.
+func sortedOwners[V any](m map[string]V) []string {
 	owners := make([]string, 0, len(m))
 	for o := range m {
 		owners = append(owners, o)
@@ -378,5 +379,5 @@ func blobOwners[V any](m map[string]V) []string {
 	return owners
 }
 
-// blobAge returns how long before now t is.
-func blobAge(now, t time.Time) time.Duration { return now.Sub(t) }
+// age returns how long before now t is.
+func age(now, t time.Time) time.Duration { return now.Sub(t) }

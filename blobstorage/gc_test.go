@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"errors"
@@ -11,18 +11,19 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 // compactingHistory saves n completed checkpoints the way Pebble would:
 // each adds a table, hard-links the previous ones, and every third one
 // compacts the older tables away. It returns what each checkpoint holds.
-func compactingHistory(t *testing.T, s *BlobStorage, n int) map[string]map[string]string {
+func compactingHistory(t *testing.T, s *Storage, n int) map[string]map[string]string {
 	t.Helper()
 	want := map[string]map[string]string{}
 	live := map[string]string{} // table → id that wrote it
 	content := map[string]string{}
 	for i := 1; i <= n; i++ {
-		id := NewID(uint64(i))
+		id := checkpoint.NewID(uint64(i))
 		if i%3 == 0 {
 			clear(live)
 		}
@@ -36,7 +37,7 @@ func compactingHistory(t *testing.T, s *BlobStorage, n int) map[string]map[strin
 			files["w0"][tb] = "link:" + from
 		}
 		live[table] = id
-		saveState(t, s, id, StatusCompleted, files)
+		saveState(t, s, id, checkpoint.StatusCompleted, files)
 		want[id] = flatten(files, func(_, p, c string) string {
 			if strings.HasPrefix(c, "link:") {
 				return content[p]
@@ -60,9 +61,9 @@ func recordIDs(t *testing.T, bs blobstore.Blobstore) []string {
 
 func TestGCKeepsNewestCompletedAndEverythingTheyNeed(t *testing.T) {
 	bs := newMem()
-	s := newWriter(t, bs, BlobOptions{Keep: 2})
+	s := newWriter(t, bs, Options{Keep: 2})
 	want := compactingHistory(t, s, 7)
-	if err := bs.Put(ctx, SavepointKey("keep-me"), strings.NewReader("archive")); err != nil {
+	if err := bs.Put(ctx, checkpoint.SavepointKey("keep-me"), strings.NewReader("archive")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -70,7 +71,7 @@ func TestGCKeepsNewestCompletedAndEverythingTheyNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retained := []string{NewID(6), NewID(7)}
+	retained := []string{checkpoint.NewID(6), checkpoint.NewID(7)}
 	if !slices.Equal(rep.Retained, retained) || !slices.Equal(recordIDs(t, bs), retained) {
 		t.Fatalf("retained %v, records %v; want %v", rep.Retained, recordIDs(t, bs), retained)
 	}
@@ -78,7 +79,7 @@ func TestGCKeepsNewestCompletedAndEverythingTheyNeed(t *testing.T) {
 		t.Errorf("report = %+v", rep)
 	}
 	for _, k := range blobstoretest.ListKeys(t, bs, "checkpoints/") {
-		if !strings.HasPrefix(k, "checkpoints/"+NewID(6)) && !strings.HasPrefix(k, "checkpoints/"+NewID(7)) {
+		if !strings.HasPrefix(k, "checkpoints/"+checkpoint.NewID(6)) && !strings.HasPrefix(k, "checkpoints/"+checkpoint.NewID(7)) {
 			t.Errorf("object of a dropped checkpoint left: %s", k)
 		}
 	}
@@ -92,26 +93,26 @@ func TestGCKeepsNewestCompletedAndEverythingTheyNeed(t *testing.T) {
 			t.Errorf("%s restores as %v, want %v", id, got, want[id])
 		}
 	}
-	if ok, _ := bs.Exists(ctx, SavepointKey("keep-me")); !ok {
+	if ok, _ := bs.Exists(ctx, checkpoint.SavepointKey("keep-me")); !ok {
 		t.Error("GC deleted a savepoint")
 	}
 	// The writer goes on: tables GC deleted are uploaded again if needed.
-	saveState(t, s, NewID(8), StatusCompleted, stateFiles{"w0": {"000007.sst": "link:" + NewID(7)}})
-	if err := s.Verify(ctx, NewID(8)); err != nil {
+	saveState(t, s, checkpoint.NewID(8), checkpoint.StatusCompleted, stateFiles{"w0": {"000007.sst": "link:" + checkpoint.NewID(7)}})
+	if err := s.Verify(ctx, checkpoint.NewID(8)); err != nil {
 		t.Errorf("Verify after GC: %v", err)
 	}
 }
 
 func TestGCKeepsUnreferencedSharedFilesWithinGrace(t *testing.T) {
 	bs := newMem()
-	s := newWriter(t, bs, BlobOptions{Keep: 1, Grace: time.Hour})
+	s := newWriter(t, bs, Options{Keep: 1, Grace: time.Hour})
 	compactingHistory(t, s, 4)
 	before := blobstoretest.ListKeys(t, bs, "shared/")
 	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(30 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Retained, []string{NewID(4)}) {
+	if !slices.Equal(rep.Retained, []string{checkpoint.NewID(4)}) {
 		t.Errorf("retained %v", rep.Retained)
 	}
 	if after := blobstoretest.ListKeys(t, bs, "shared/"); !slices.Equal(after, before) || rep.SharedObjects != 0 {
@@ -127,7 +128,7 @@ func TestGCKeepsUnreferencedSharedFilesWithinGrace(t *testing.T) {
 
 func TestGCDryRunDeletesNothingAndReportsTheSame(t *testing.T) {
 	bs := newMem()
-	s := newWriter(t, bs, BlobOptions{Keep: 1})
+	s := newWriter(t, bs, Options{Keep: 1})
 	compactingHistory(t, s, 5)
 	now := time.Now().Add(2 * time.Hour)
 	before := blobstoretest.ListKeys(t, bs, "")
@@ -152,27 +153,27 @@ func TestGCDryRunDeletesNothingAndReportsTheSame(t *testing.T) {
 
 func TestGCKeepsPinnedCheckpointUntilPinExpires(t *testing.T) {
 	bs := newMem()
-	s := newWriter(t, bs, BlobOptions{Keep: 1, Grace: time.Minute, PinTTL: time.Hour})
+	s := newWriter(t, bs, Options{Keep: 1, Grace: time.Minute, PinTTL: time.Hour})
 	want := compactingHistory(t, s, 4)
 	// A restore of checkpoint 1 is in progress elsewhere.
-	if err := bs.Put(ctx, "pins/"+NewID(1)+"/node-b", strings.NewReader("")); err != nil {
+	if err := bs.Put(ctx, "pins/"+checkpoint.NewID(1)+"/node-b", strings.NewReader("")); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(10 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Retained, []string{NewID(1), NewID(4)}) {
+	if !slices.Equal(rep.Retained, []string{checkpoint.NewID(1), checkpoint.NewID(4)}) {
 		t.Fatalf("retained %v, want the pinned one and the latest", rep.Retained)
 	}
-	if got := restoreElsewhere(t, bs, NewID(1)); !reflect.DeepEqual(got, want[NewID(1)]) {
+	if got := restoreElsewhere(t, bs, checkpoint.NewID(1)); !reflect.DeepEqual(got, want[checkpoint.NewID(1)]) {
 		t.Errorf("pinned checkpoint restores as %v", got)
 	}
 	rep, err = s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Retained, []string{NewID(4)}) || rep.Pins != 1 {
+	if !slices.Equal(rep.Retained, []string{checkpoint.NewID(4)}) || rep.Pins != 1 {
 		t.Errorf("after the pin expired: %+v", rep)
 	}
 	if pins := blobstoretest.ListKeys(t, bs, "pins/"); len(pins) != 0 {
@@ -182,17 +183,17 @@ func TestGCKeepsPinnedCheckpointUntilPinExpires(t *testing.T) {
 
 func TestGCRemovesLeftoversOfCrashedSavesAfterGrace(t *testing.T) {
 	spy := newBlobSpy(newMem())
-	s := newWriter(t, spy, BlobOptions{Keep: 1})
-	saveState(t, s, NewID(1), StatusCompleted, c1Files)
+	s := newWriter(t, spy, Options{Keep: 1})
+	saveState(t, s, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
 	// Save of 2 crashes just before its record: files, no record.
-	d := record(NewID(2), StatusCompleted)
+	d := record(checkpoint.NewID(2), checkpoint.StatusCompleted)
 	d.StateDirs = writeState(t, s, d.ID, stateFiles{"w0": {"new.sst": "n", "MANIFEST": "m"}})
-	spy.failIf = func(_, key string) bool { return key == blobRecordKey(NewID(2)) }
+	spy.failIf = func(_, key string) bool { return key == recordKey(checkpoint.NewID(2)) }
 	if err := s.Save(ctx, d); err == nil {
 		t.Fatal("Save did not fail")
 	}
 	spy.failIf = nil
-	orphans := blobstoretest.ListKeys(t, spy, "checkpoints/"+NewID(2)+"/")
+	orphans := blobstoretest.ListKeys(t, spy, "checkpoints/"+checkpoint.NewID(2)+"/")
 	if len(orphans) == 0 {
 		t.Fatal("the crashed save left nothing: the test proves nothing")
 	}
@@ -200,15 +201,15 @@ func TestGCRemovesLeftoversOfCrashedSavesAfterGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Retained, []string{NewID(1), NewID(2)}) {
+	if !slices.Equal(rep.Retained, []string{checkpoint.NewID(1), checkpoint.NewID(2)}) {
 		t.Errorf("within grace: retained %v, want the save that may be in progress too", rep.Retained)
 	}
 	rep, err = s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Dropped, []string{NewID(2)}) || len(blobstoretest.ListKeys(t, spy, "checkpoints/"+NewID(2)+"/")) != 0 {
-		t.Errorf("after grace: dropped %v, left %v", rep.Dropped, blobstoretest.ListKeys(t, spy, "checkpoints/"+NewID(2)+"/"))
+	if !slices.Equal(rep.Dropped, []string{checkpoint.NewID(2)}) || len(blobstoretest.ListKeys(t, spy, "checkpoints/"+checkpoint.NewID(2)+"/")) != 0 {
+		t.Errorf("after grace: dropped %v, left %v", rep.Dropped, blobstoretest.ListKeys(t, spy, "checkpoints/"+checkpoint.NewID(2)+"/"))
 	}
 	if shared := blobstoretest.ListKeys(t, spy, "shared/"); len(shared) != 2 {
 		t.Errorf("shared = %v, want only checkpoint 1's two tables", shared)
@@ -217,29 +218,29 @@ func TestGCRemovesLeftoversOfCrashedSavesAfterGrace(t *testing.T) {
 
 func TestGCRetainsLatestPreparedAndDropsAbandonedOnes(t *testing.T) {
 	bs := newMem()
-	s := newWriter(t, bs, BlobOptions{Keep: 1})
-	saveState(t, s, NewID(1), StatusCompleted, c1Files)
-	saveState(t, s, NewID(2), StatusPrepared, c1Files)
+	s := newWriter(t, bs, Options{Keep: 1})
+	saveState(t, s, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	saveState(t, s, checkpoint.NewID(2), checkpoint.StatusPrepared, c1Files)
 	later := GCOptions{Now: time.Now().Add(2 * time.Hour)}
 	rep, err := s.GC(ctx, later)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Recover reads the prepared latest checkpoint: it must survive.
-	if !slices.Equal(rep.Retained, []string{NewID(1), NewID(2)}) {
+	// checkpoint.Recover reads the prepared latest checkpoint: it must survive.
+	if !slices.Equal(rep.Retained, []string{checkpoint.NewID(1), checkpoint.NewID(2)}) {
 		t.Fatalf("retained %v", rep.Retained)
 	}
-	if d, err := s.Load(ctx); err != nil || idOf(d) != NewID(2) {
+	if d, err := s.Load(ctx); err != nil || idOf(d) != checkpoint.NewID(2) {
 		t.Fatalf("Load after GC = %s, %v", idOf(d), err)
 	}
 	// Recovery abandoned 2 (its sink transaction never committed) and
 	// checkpoint 3 completed: 2 is garbage now.
-	saveState(t, s, NewID(3), StatusCompleted, c1Files)
+	saveState(t, s, checkpoint.NewID(3), checkpoint.StatusCompleted, c1Files)
 	rep, err = s.GC(ctx, later)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Retained, []string{NewID(3)}) || !slices.Equal(rep.Dropped, []string{NewID(1), NewID(2)}) {
+	if !slices.Equal(rep.Retained, []string{checkpoint.NewID(3)}) || !slices.Equal(rep.Dropped, []string{checkpoint.NewID(1), checkpoint.NewID(2)}) {
 		t.Errorf("report %+v", rep)
 	}
 }
@@ -260,14 +261,14 @@ func storeETags(t *testing.T, bs blobstore.Blobstore) map[string]string {
 
 func TestGCDryRunNeedsNoWriterRoleAndLeavesTheLiveWriterAlone(t *testing.T) {
 	bs := newMem()
-	live := newWriter(t, bs, BlobOptions{Keep: 1})
+	live := newWriter(t, bs, Options{Keep: 1})
 	compactingHistory(t, live, 5)
 	// An expired restore pin: a real run deletes it, a dry run must not.
-	if err := bs.Put(ctx, "pins/"+NewID(1)+"/node-b", strings.NewReader("")); err != nil {
+	if err := bs.Put(ctx, "pins/"+checkpoint.NewID(1)+"/node-b", strings.NewReader("")); err != nil {
 		t.Fatal(err)
 	}
 	epoch := live.Epoch()
-	writer, err := bs.Stat(ctx, blobWriter)
+	writer, err := bs.Stat(ctx, keyWriter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestGCDryRunNeedsNoWriterRoleAndLeavesTheLiveWriterAlone(t *testing.T) {
 	before := storeETags(t, bs)
 
 	// An operator's dry run from another process: no Acquire.
-	operator := NewBlobStorage(bs, "", BlobOptions{Keep: 1})
+	operator := New(bs, "", Options{Keep: 1})
 	dry, err := operator.GC(ctx, GCOptions{DryRun: true, Now: now})
 	if err != nil {
 		t.Fatalf("dry run without Acquire: %v", err)
@@ -286,7 +287,7 @@ func TestGCDryRunNeedsNoWriterRoleAndLeavesTheLiveWriterAlone(t *testing.T) {
 	if operator.Epoch() != 0 {
 		t.Errorf("dry run took epoch %d", operator.Epoch())
 	}
-	if info, err := bs.Stat(ctx, blobWriter); err != nil || info.ETag != writer.ETag || live.Epoch() != epoch {
+	if info, err := bs.Stat(ctx, keyWriter); err != nil || info.ETag != writer.ETag || live.Epoch() != epoch {
 		t.Fatalf("_writer %+v, %v (was ETag %q); live epoch %d (was %d)", info, err, writer.ETag, live.Epoch(), epoch)
 	}
 	if dry.Objects == 0 || dry.SharedObjects == 0 || dry.Pins != 1 {
@@ -313,9 +314,9 @@ func TestGCDryRunNeedsNoWriterRoleAndLeavesTheLiveWriterAlone(t *testing.T) {
 
 func TestGCWithoutAcquireFailsWithErrNotWriterAndDeletesNothing(t *testing.T) {
 	bs := newMem()
-	compactingHistory(t, newWriter(t, bs, BlobOptions{Keep: 1}), 5)
+	compactingHistory(t, newWriter(t, bs, Options{Keep: 1}), 5)
 	before := storeETags(t, bs)
-	s := NewBlobStorage(bs, "", BlobOptions{Keep: 1})
+	s := New(bs, "", Options{Keep: 1})
 	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if !errors.Is(err, ErrNotWriter) {
 		t.Fatalf("GC without Acquire = %+v, %v; want ErrNotWriter", rep, err)
@@ -327,12 +328,12 @@ func TestGCWithoutAcquireFailsWithErrNotWriterAndDeletesNothing(t *testing.T) {
 
 func TestGCDryRunOfAFencedWriterStillReports(t *testing.T) {
 	bs := newMem()
-	old := newWriter(t, bs, BlobOptions{Keep: 1})
+	old := newWriter(t, bs, Options{Keep: 1})
 	compactingHistory(t, old, 4)
-	newer := newWriter(t, bs, BlobOptions{Keep: 1})
+	newer := newWriter(t, bs, Options{Keep: 1})
 	now := time.Now().Add(2 * time.Hour)
-	if _, err := old.GC(ctx, GCOptions{Now: now}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("real GC of a fenced writer = %v, want ErrFenced", err)
+	if _, err := old.GC(ctx, GCOptions{Now: now}); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("real GC of a fenced writer = %v, want checkpoint.ErrFenced", err)
 	}
 	dry, err := old.GC(ctx, GCOptions{DryRun: true, Now: now})
 	if err != nil {
@@ -353,10 +354,10 @@ func TestGCDryRunOfAFencedWriterStillReports(t *testing.T) {
 func TestGCDeletesNoSharedFileWhileARetainedRecordIsUnreadable(t *testing.T) {
 	mem := newMem()
 	spy := newReadSpy(mem)
-	s := newWriter(t, spy, BlobOptions{Keep: 3})
+	s := newWriter(t, spy, Options{Keep: 3})
 	want := compactingHistory(t, s, 6) // 000006.sst is used by 6 alone
-	latest := NewID(6)
-	spy.failGet = func(key string) bool { return key == blobRecordKey(latest) }
+	latest := checkpoint.NewID(6)
+	spy.failGet = func(key string) bool { return key == recordKey(latest) }
 
 	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {

@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"bytes"
@@ -12,36 +12,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/fsync"
 )
-
-// blobRestorer is what Materialize looks for: a Storage whose state lives
-// elsewhere than on the local disk.
-type blobRestorer interface {
-	Restore(ctx context.Context, id string) error
-}
-
-// Materialize makes the state directories of checkpoint d present under
-// s.StateDir(d.ID): for a BlobStorage it calls Restore (a download on a
-// node that does not have them, nothing if they are there already); for a
-// FileStorage, whose state is local, it does nothing. A nil d is a no-op.
-// Call it after choosing the checkpoint to resume from and before opening
-// native state.
-func Materialize(ctx context.Context, s Storage, d *CheckpointData) error {
-	if d == nil {
-		return nil
-	}
-	if r, ok := s.(blobRestorer); ok {
-		return r.Restore(ctx, d.ID)
-	}
-	return nil
-}
 
 // Restore downloads the state directories of checkpoint id into
 // StateDir(id), for a node that does not have them (an empty disk). Every
@@ -59,8 +37,8 @@ func Materialize(ctx context.Context, s Storage, d *CheckpointData) error {
 //
 // The immutable files restored are remembered, so that a Save of a later
 // checkpoint that hard-links them references them instead of uploading.
-func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
-	if err := ValidateID(id); err != nil {
+func (s *Storage) Restore(ctx context.Context, id string) (err error) {
+	if err := checkpoint.ValidateID(id); err != nil {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
 	unpin, err := s.pin(ctx, id)
@@ -74,7 +52,7 @@ func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
 	}
 	dst := s.StateDir(id)
 	if _, err := os.Lstat(dst); err == nil {
-		if err := blobCheckSizes(dst, rec); err != nil {
+		if err := checkSizes(dst, rec); err != nil {
 			return fmt.Errorf("checkpoint: restore %q: %s exists and does not match the record: %w", id, dst, err)
 		}
 		s.seedCache(dst, rec)
@@ -86,8 +64,8 @@ func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
 	// The temporary name starts with '.' and contains ".tmp-", the
-	// pattern FileStorage.SweepOrphans removes after a crash.
-	tmp, err := os.MkdirTemp(s.localDir, "."+id+stateExt+tempMarker+"*")
+	// pattern checkpoint.FileStorage.SweepOrphans removes after a crash.
+	tmp, err := os.MkdirTemp(s.localDir, checkpoint.TempPattern(checkpoint.StateDirName(id)))
 	if err != nil {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
@@ -101,13 +79,13 @@ func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
 	}
 	// Directories are fsynced before the rename, so that the renamed
 	// tree is durable; the parent after it, so that the rename is.
-	if err := blobSyncTree(tmp); err != nil {
+	if err := fsync.Tree(tmp); err != nil {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
-	if err := syncDir(s.localDir); err != nil {
+	if err := fsync.Dir(s.localDir); err != nil {
 		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
 	}
 	s.seedCache(dst, rec)
@@ -115,12 +93,12 @@ func (s *BlobStorage) Restore(ctx context.Context, id string) (err error) {
 }
 
 // pin writes pins/<id>/<random> and returns a function deleting it.
-func (s *BlobStorage) pin(ctx context.Context, id string) (func(), error) {
+func (s *Storage) pin(ctx context.Context, id string) (func(), error) {
 	var nonce [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err
 	}
-	key := blobPinsDir + id + "/" + hex.EncodeToString(nonce[:])
+	key := pinKey(id, hex.EncodeToString(nonce[:]))
 	if err := s.bs.Put(ctx, key, bytes.NewReader(nil)); err != nil {
 		return nil, fmt.Errorf("pin: %w", err)
 	}
@@ -131,13 +109,13 @@ func (s *BlobStorage) pin(ctx context.Context, id string) (func(), error) {
 	}, nil
 }
 
-// blobLocalPath returns where file f of owner lives under root.
-func blobLocalPath(root string, rec *BlobRecord, owner string, f FileRef) string {
+// localPath returns where file f of owner lives under root.
+func localPath(root string, rec *Record, owner string, f FileRef) string {
 	return filepath.Join(root, filepath.FromSlash(rec.StateDirs[owner]), filepath.FromSlash(f.Path))
 }
 
 // download fetches every file of rec under root, verifying each.
-func (s *BlobStorage) download(ctx context.Context, root string, rec *BlobRecord) error {
+func (s *Storage) download(ctx context.Context, root string, rec *Record) error {
 	for _, rel := range rec.StateDirs {
 		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(rel)), 0o755); err != nil {
 			return err
@@ -145,9 +123,9 @@ func (s *BlobStorage) download(ctx context.Context, root string, rec *BlobRecord
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)
-	for _, owner := range blobOwners(rec.Files) {
+	for _, owner := range sortedOwners(rec.Files) {
 		for _, f := range rec.Files[owner] {
-			dst := blobLocalPath(root, rec, owner, f)
+			dst := localPath(root, rec, owner, f)
 			g.Go(func() error {
 				if err := s.downloadFile(gctx, dst, f); err != nil {
 					return fmt.Errorf("owner %q file %s (key %q): %w", owner, f.Path, f.Key, err)
@@ -161,7 +139,7 @@ func (s *BlobStorage) download(ctx context.Context, root string, rec *BlobRecord
 
 // downloadFile writes the object f.Key to dst, checking size and digest
 // as it streams, and fsyncs it.
-func (s *BlobStorage) downloadFile(ctx context.Context, dst string, f FileRef) (err error) {
+func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef) (err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -188,7 +166,7 @@ const objectResumptions = 5
 // readVerified copies the object f.Key to w, checking its size and digest
 // in the same pass: a mismatch wraps archive.ErrCorrupt, a missing object
 // says it was deleted.
-func (s *BlobStorage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
+func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
 	rc, err := blobstore.NewResumingReader(ctx, s.bs, f.Key, objectResumptions)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return fmt.Errorf("deleted from the store (by GC, or never uploaded): %w", err)
@@ -217,14 +195,14 @@ func (s *BlobStorage) readVerified(ctx context.Context, f FileRef, w io.Writer) 
 // digest against the record, writing nothing. The first mismatch is an
 // error wrapping archive.ErrCorrupt that names the key; a missing object
 // wraps blobstore.ErrNotFound.
-func (s *BlobStorage) Verify(ctx context.Context, id string) error {
+func (s *Storage) Verify(ctx context.Context, id string) error {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)
-	for _, owner := range blobOwners(rec.Files) {
+	for _, owner := range sortedOwners(rec.Files) {
 		for _, f := range rec.Files[owner] {
 			g.Go(func() error {
 				if err := s.verifyObject(gctx, f); err != nil {
@@ -237,16 +215,16 @@ func (s *BlobStorage) Verify(ctx context.Context, id string) error {
 	return g.Wait()
 }
 
-func (s *BlobStorage) verifyObject(ctx context.Context, f FileRef) error {
+func (s *Storage) verifyObject(ctx context.Context, f FileRef) error {
 	return s.readVerified(ctx, f, io.Discard)
 }
 
-// blobCheckSizes reports whether every file of rec exists under root with the
+// checkSizes reports whether every file of rec exists under root with the
 // recorded size (a cheap check of a state directory already present).
-func blobCheckSizes(root string, rec *BlobRecord) error {
+func checkSizes(root string, rec *Record) error {
 	for owner, files := range rec.Files {
 		for _, f := range files {
-			fi, err := os.Lstat(blobLocalPath(root, rec, owner, f))
+			fi, err := os.Lstat(localPath(root, rec, owner, f))
 			if err != nil {
 				return err
 			}
@@ -260,43 +238,19 @@ func blobCheckSizes(root string, rec *BlobRecord) error {
 
 // seedCache remembers the identities of the restored immutable files, so
 // that a later Save finds the hard links Pebble makes to them.
-func (s *BlobStorage) seedCache(root string, rec *BlobRecord) {
+func (s *Storage) seedCache(root string, rec *Record) {
 	for owner, files := range rec.Files {
 		for _, f := range files {
-			if !strings.HasPrefix(f.Key, blobSharedDir) {
+			if !isSharedKey(f.Key) {
 				continue
 			}
-			fi, err := os.Lstat(blobLocalPath(root, rec, owner, f))
+			fi, err := os.Lstat(localPath(root, rec, owner, f))
 			if err != nil {
 				continue
 			}
-			if fid, ok := blobFileID(fi); ok && fi.Size() == f.Size {
-				s.cache.put(fid, blobCachedFile{key: f.Key, size: f.Size, sha256: f.SHA256})
+			if fid, ok := fileIdentOf(fi); ok && fi.Size() == f.Size {
+				s.cache.put(fid, cachedFile{key: f.Key, size: f.Size, sha256: f.SHA256})
 			}
 		}
 	}
-}
-
-// blobSyncTree fsyncs every directory under root, deepest first.
-func blobSyncTree(root string) error {
-	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	slices.Reverse(dirs)
-	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	return nil
 }

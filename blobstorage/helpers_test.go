@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"context"
@@ -10,16 +10,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 var errInjected = errors.New("injected write failure")
 
-// blobSpy decorates a Blobstore: it counts writes and uploaded bytes per
+// spy decorates a Blobstore: it counts writes and uploaded bytes per
 // key, can fail the n-th write, and can run a hook before a write.
-type blobSpy struct {
+type spy struct {
 	blobstore.Blobstore
 	mu     sync.Mutex
 	writes int            // Put, PutIfAbsent and PutIfMatch calls so far
@@ -30,11 +32,11 @@ type blobSpy struct {
 	failIf func(op, key string) bool
 }
 
-func newBlobSpy(bs blobstore.Blobstore) *blobSpy {
-	return &blobSpy{Blobstore: bs, puts: map[string]int{}, bytes: map[string]int64{}}
+func newBlobSpy(bs blobstore.Blobstore) *spy {
+	return &spy{Blobstore: bs, puts: map[string]int{}, bytes: map[string]int64{}}
 }
 
-func (b *blobSpy) write(op, key string, r io.Reader, do func(io.Reader) error) error {
+func (b *spy) write(op, key string, r io.Reader, do func(io.Reader) error) error {
 	b.mu.Lock()
 	b.writes++
 	fail := (b.failAt != 0 && b.writes == b.failAt) || (b.failIf != nil && b.failIf(op, key))
@@ -46,7 +48,7 @@ func (b *blobSpy) write(op, key string, r io.Reader, do func(io.Reader) error) e
 	if fail {
 		return errInjected
 	}
-	cr := &blobCountingReader{r: r}
+	cr := &countingReader{r: r}
 	if err := do(cr); err != nil {
 		return err
 	}
@@ -57,11 +59,11 @@ func (b *blobSpy) write(op, key string, r io.Reader, do func(io.Reader) error) e
 	return nil
 }
 
-func (b *blobSpy) Put(ctx context.Context, key string, r io.Reader) error {
+func (b *spy) Put(ctx context.Context, key string, r io.Reader) error {
 	return b.write("put", key, r, func(r io.Reader) error { return b.Blobstore.Put(ctx, key, r) })
 }
 
-func (b *blobSpy) PutIfAbsent(ctx context.Context, key string, r io.Reader) (etag string, err error) {
+func (b *spy) PutIfAbsent(ctx context.Context, key string, r io.Reader) (etag string, err error) {
 	err = b.write("put-if-absent", key, r, func(r io.Reader) (err error) {
 		etag, err = b.Blobstore.PutIfAbsent(ctx, key, r)
 		return err
@@ -69,7 +71,7 @@ func (b *blobSpy) PutIfAbsent(ctx context.Context, key string, r io.Reader) (eta
 	return etag, err
 }
 
-func (b *blobSpy) PutIfMatch(ctx context.Context, key, match string, r io.Reader) (etag string, err error) {
+func (b *spy) PutIfMatch(ctx context.Context, key, match string, r io.Reader) (etag string, err error) {
 	err = b.write("put-if-match", key, r, func(r io.Reader) (err error) {
 		etag, err = b.Blobstore.PutIfMatch(ctx, key, match, r)
 		return err
@@ -79,7 +81,7 @@ func (b *blobSpy) PutIfMatch(ctx context.Context, key, match string, r io.Reader
 
 // uploads returns the keys under prefix written since the last reset, and
 // the bytes written to them.
-func (b *blobSpy) uploads(prefix string) (keys []string, n int64) {
+func (b *spy) uploads(prefix string) (keys []string, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, c := range b.puts {
@@ -91,7 +93,7 @@ func (b *blobSpy) uploads(prefix string) (keys []string, n int64) {
 	return keys, n
 }
 
-func (b *blobSpy) reset() {
+func (b *spy) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.writes, b.failAt = 0, 0
@@ -102,11 +104,11 @@ func (b *blobSpy) reset() {
 // stateFiles describes state directories: owner → slash path → content.
 type stateFiles map[string]map[string]string
 
-// newWriter returns a BlobStorage on bs with its own local directory,
+// newWriter returns a Storage on bs with its own local directory,
 // after Acquire.
-func newWriter(t *testing.T, bs blobstore.Blobstore, opts BlobOptions) *BlobStorage {
+func newWriter(t *testing.T, bs blobstore.Blobstore, opts Options) *Storage {
 	t.Helper()
-	s := NewBlobStorage(bs, t.TempDir(), opts)
+	s := New(bs, t.TempDir(), opts)
 	if _, err := s.Acquire(context.Background()); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -116,7 +118,7 @@ func newWriter(t *testing.T, bs blobstore.Blobstore, opts BlobOptions) *BlobStor
 // writeState creates StateDir(id)/<owner>/<path> for every file. A
 // content of "link:<id>" hard-links the same file of checkpoint <id>
 // instead, the way Pebble checkpoints share unchanged tables.
-func writeState(t *testing.T, s Storage, id string, files stateFiles) map[string]string {
+func writeState(t *testing.T, s checkpoint.Storage, id string, files stateFiles) map[string]string {
 	t.Helper()
 	dirs := map[string]string{}
 	for owner, fm := range files {
@@ -145,7 +147,7 @@ func writeState(t *testing.T, s Storage, id string, files stateFiles) map[string
 }
 
 // saveState writes files as the state of checkpoint id and saves it.
-func saveState(t *testing.T, s Storage, id string, status Status, files stateFiles) *CheckpointData {
+func saveState(t *testing.T, s checkpoint.Storage, id string, status checkpoint.Status, files stateFiles) *checkpoint.CheckpointData {
 	t.Helper()
 	d := record(id, status)
 	d.StateDirs = writeState(t, s, id, files)
@@ -196,7 +198,7 @@ func flatten(files stateFiles, resolve func(owner, p, content string) string) ma
 // empty local directory) and returns the restored files.
 func restoreElsewhere(t *testing.T, bs blobstore.Blobstore, id string) map[string]string {
 	t.Helper()
-	s := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	s := New(bs, t.TempDir(), Options{})
 	if err := s.Restore(context.Background(), id); err != nil {
 		t.Fatalf("Restore(%s) on a fresh node: %v", id, err)
 	}
@@ -256,4 +258,34 @@ func (r *readSpy) requests() (stats, gets int) {
 	clear(r.stats)
 	clear(r.gets)
 	return stats, gets
+}
+
+// ctx is the context of helpers that run outside a test's own context
+// (rapid state machines); tests use t.Context().
+var ctx = context.Background()
+
+// record is a completed-or-prepared record with the fields tests compare.
+func record(id string, status checkpoint.Status) *checkpoint.CheckpointData {
+	return &checkpoint.CheckpointData{
+		ID:        id,
+		Timestamp: time.Date(2026, 7, 19, 10, 0, 0, 0, time.UTC),
+		Operators: map[string][]byte{"0": []byte("op-" + id)},
+		Source:    map[string][]byte{checkpoint.SourceOffsetsKey: []byte("off-" + id)},
+		Status:    status,
+		TxnID:     "txn",
+	}
+}
+
+func mustSave(t *testing.T, s checkpoint.Storage, d *checkpoint.CheckpointData) {
+	t.Helper()
+	if err := s.Save(t.Context(), d); err != nil {
+		t.Fatalf("Save(%s): %v", d.ID, err)
+	}
+}
+
+func idOf(d *checkpoint.CheckpointData) string {
+	if d == nil {
+		return "<nil>"
+	}
+	return d.ID
 }

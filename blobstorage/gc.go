@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 // GCOptions configure one GC run.
@@ -52,7 +53,7 @@ type uploadAborter interface {
 // gcCheckpoint is what a listing of checkpoints/<id>/ found.
 type gcCheckpoint struct {
 	id         string
-	record     *BlobRecord // nil: no record, or one that could not be read
+	record     *Record // nil: no record, or one that could not be read
 	recordInfo blobstore.ObjectInfo
 	hasRecord  bool
 	objects    []blobstore.ObjectInfo // every object under checkpoints/<id>/
@@ -62,7 +63,7 @@ type gcCheckpoint struct {
 // GC applies retention and deletes what no retained checkpoint needs:
 //
 //   - Retained: the Keep newest completed checkpoints up to the one
-//     _latest-completed names; the one _latest names (Recover reads it);
+//     _latest-completed names; the one _latest names (checkpoint.Recover reads it);
 //     every record newer than _latest-completed younger than Grace (a
 //     save in progress); every checkpoint pinned by a restore younger
 //     than PinTTL.
@@ -82,8 +83,8 @@ type gcCheckpoint struct {
 //
 // Savepoints are never touched. A real GC needs the writer role
 // (ErrNotWriter without Acquire) and checks, before each delete, that no
-// other writer took over (ErrFenced). It runs under the same lock as
-// Save, so it never deletes a shared file a Save of this BlobStorage is
+// other writer took over (checkpoint.ErrFenced). It runs under the same lock as
+// Save, so it never deletes a shared file a Save of this Storage is
 // about to reference.
 //
 // A dry run (GCOptions.DryRun) needs no writer role and writes nothing:
@@ -91,7 +92,7 @@ type gcCheckpoint struct {
 // run would delete at the same Now. Against a store another process is
 // writing, the report is a snapshot: that writer may save and move the
 // pointers after it, which a later real run takes into account.
-func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+func (s *Storage) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	var rep GCReport
 	now := opts.Now
 	if now.IsZero() {
@@ -113,11 +114,11 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 	if err != nil {
 		return rep, fmt.Errorf("checkpoint: gc: %w", err)
 	}
-	latestDone, _, _, err := s.readPointer(ctx, blobLatestDone, false)
+	latestDone, _, _, err := s.readPointer(ctx, keyLatestCompleted, false)
 	if err != nil {
 		return rep, fmt.Errorf("checkpoint: gc: %w", err)
 	}
-	latest, _, _, err := s.readPointer(ctx, blobLatest, false)
+	latest, _, _, err := s.readPointer(ctx, keyLatest, false)
 	if err != nil {
 		return rep, fmt.Errorf("checkpoint: gc: %w", err)
 	}
@@ -140,9 +141,9 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 			// A record we cannot read: keep it rather than guess.
 			retained[c.id] = true
 		case c.hasRecord && (L == "" || c.id > L):
-			retained[c.id] = blobAge(now, c.recordInfo.ModTime) < s.opts.Grace
+			retained[c.id] = age(now, c.recordInfo.ModTime) < s.opts.Grace
 		case !c.hasRecord:
-			retained[c.id] = blobAge(now, c.newest) < s.opts.Grace
+			retained[c.id] = age(now, c.newest) < s.opts.Grace
 		}
 		if c.hasRecord && c.record != nil && c.record.Completed() && L != "" && c.id <= L {
 			if kept < s.opts.Keep {
@@ -197,7 +198,7 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 			}
 		}
 		for _, o := range c.objects {
-			if o.Key == blobRecordKey(c.id) {
+			if o.Key == recordKey(c.id) {
 				continue
 			}
 			if err := del(o); err != nil {
@@ -216,11 +217,11 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 		// Delete none; a later run whose reads succeed collects them.
 		s.opts.Logger.Warn("checkpoint: gc: shared files kept: a retained record could not be read")
 	} else {
-		for o, err := range s.bs.List(ctx, blobSharedDir) {
+		for o, err := range s.bs.List(ctx, dirShared) {
 			if err != nil {
 				return rep, fmt.Errorf("checkpoint: gc: list shared: %w", err)
 			}
-			if !referenced[o.Key] && blobAge(now, o.ModTime) >= s.opts.Grace {
+			if !referenced[o.Key] && age(now, o.ModTime) >= s.opts.Grace {
 				shared = append(shared, o)
 			}
 		}
@@ -236,7 +237,7 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 	}
 
 	if a, ok := s.bs.(uploadAborter); ok && !opts.DryRun {
-		for _, prefix := range []string{blobCheckpointsDir, blobSharedDir} {
+		for _, prefix := range []string{dirCheckpoints, dirShared} {
 			if err := s.checkWriterLocked(ctx); err != nil {
 				return rep, fmt.Errorf("checkpoint: gc: %w", err)
 			}
@@ -264,15 +265,15 @@ func (s *BlobStorage) GC(ctx context.Context, opts GCOptions) (GCReport, error) 
 
 // listCheckpoints groups the objects under checkpoints/ by id, sorted by
 // id, and reads each record.
-func (s *BlobStorage) listCheckpoints(ctx context.Context) ([]*gcCheckpoint, error) {
+func (s *Storage) listCheckpoints(ctx context.Context) ([]*gcCheckpoint, error) {
 	var cps []*gcCheckpoint
 	byID := map[string]*gcCheckpoint{}
-	for o, err := range s.bs.List(ctx, blobCheckpointsDir) {
+	for o, err := range s.bs.List(ctx, dirCheckpoints) {
 		if err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
-		id, rest, ok := strings.Cut(strings.TrimPrefix(o.Key, blobCheckpointsDir), "/")
-		if !ok || ValidateID(id) != nil {
+		id, isRecord, ok := checkpointOfKey(o.Key)
+		if !ok {
 			continue // not ours: leave it alone
 		}
 		c := byID[id]
@@ -285,7 +286,7 @@ func (s *BlobStorage) listCheckpoints(ctx context.Context) ([]*gcCheckpoint, err
 		if o.ModTime.After(c.newest) {
 			c.newest = o.ModTime
 		}
-		if rest == blobRecordName {
+		if isRecord {
 			c.hasRecord, c.recordInfo = true, o
 		}
 	}
@@ -296,7 +297,7 @@ func (s *BlobStorage) listCheckpoints(ctx context.Context) ([]*gcCheckpoint, err
 		}
 		rec, err := s.readRecord(ctx, c.id)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, checkpoint.ErrNotFound):
 			c.hasRecord = false // deleted since the listing
 		case err != nil && ctx.Err() != nil:
 			return nil, err
@@ -311,18 +312,18 @@ func (s *BlobStorage) listCheckpoints(ctx context.Context) ([]*gcCheckpoint, err
 
 // listPins returns the ids pinned by a pin younger than PinTTL, and the
 // expired pins.
-func (s *BlobStorage) listPins(ctx context.Context, now time.Time) (map[string]bool, []blobstore.ObjectInfo, error) {
+func (s *Storage) listPins(ctx context.Context, now time.Time) (map[string]bool, []blobstore.ObjectInfo, error) {
 	pinned := map[string]bool{}
 	var expired []blobstore.ObjectInfo
-	for o, err := range s.bs.List(ctx, blobPinsDir) {
+	for o, err := range s.bs.List(ctx, dirPins) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("list pins: %w", err)
 		}
-		id, _, ok := strings.Cut(strings.TrimPrefix(o.Key, blobPinsDir), "/")
+		id, ok := pinOfKey(o.Key)
 		if !ok {
 			continue
 		}
-		if blobAge(now, o.ModTime) < s.opts.PinTTL {
+		if age(now, o.ModTime) < s.opts.PinTTL {
 			pinned[id] = true
 		} else {
 			expired = append(expired, o)

@@ -1,4 +1,4 @@
-package checkpoint
+package blobstorage
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 var c1Files = stateFiles{
@@ -21,12 +22,12 @@ var c1Files = stateFiles{
 }
 
 func TestBlobStorageWritesNeedAcquire(t *testing.T) {
-	s := NewBlobStorage(newMem(), t.TempDir(), BlobOptions{})
-	d := record(NewID(1), StatusCompleted)
+	s := New(newMem(), t.TempDir(), Options{})
+	d := record(checkpoint.NewID(1), checkpoint.StatusCompleted)
 	if err := s.Save(ctx, d); !errors.Is(err, ErrNotWriter) {
 		t.Errorf("Save = %v, want ErrNotWriter", err)
 	}
-	if err := s.UpdateStatus(ctx, d.ID, StatusCompleted); !errors.Is(err, ErrNotWriter) {
+	if err := s.UpdateStatus(ctx, d.ID, checkpoint.StatusCompleted); !errors.Is(err, ErrNotWriter) {
 		t.Errorf("UpdateStatus = %v, want ErrNotWriter", err)
 	}
 	if _, err := s.GC(ctx, GCOptions{}); !errors.Is(err, ErrNotWriter) {
@@ -39,10 +40,10 @@ func TestBlobStorageWritesNeedAcquire(t *testing.T) {
 
 func TestBlobStorageAcquireTakesIncreasingEpochs(t *testing.T) {
 	bs := newMem()
-	a := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
-	b := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	a := New(bs, t.TempDir(), Options{})
+	b := New(bs, t.TempDir(), Options{})
 	var got []uint64
-	for _, s := range []*BlobStorage{a, b, a} {
+	for _, s := range []*Storage{a, b, a} {
 		e, err := s.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -56,24 +57,24 @@ func TestBlobStorageAcquireTakesIncreasingEpochs(t *testing.T) {
 
 func TestBlobStorageFencedWriterFailsEveryWriteAndPointersStay(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	saveState(t, a, NewID(2), StatusPrepared, c1Files)
-	b := newWriter(t, bs, BlobOptions{})
+	a := newWriter(t, bs, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	saveState(t, a, checkpoint.NewID(2), checkpoint.StatusPrepared, c1Files)
+	b := newWriter(t, bs, Options{})
 
-	d3 := record(NewID(3), StatusCompleted)
+	d3 := record(checkpoint.NewID(3), checkpoint.StatusCompleted)
 	d3.StateDirs = writeState(t, a, d3.ID, c1Files)
 	ops := map[string]func() error{
 		"Save":         func() error { return a.Save(ctx, d3) },
-		"UpdateStatus": func() error { return a.UpdateStatus(ctx, NewID(2), StatusCompleted) },
+		"UpdateStatus": func() error { return a.UpdateStatus(ctx, checkpoint.NewID(2), checkpoint.StatusCompleted) },
 		"GC":           func() error { _, err := a.GC(ctx, GCOptions{}); return err },
 	}
 	for _, name := range slices.Sorted(maps.Keys(ops)) {
-		if err := ops[name](); !errors.Is(err, ErrFenced) {
-			t.Errorf("%s by the fenced writer = %v, want ErrFenced", name, err)
+		if err := ops[name](); !errors.Is(err, checkpoint.ErrFenced) {
+			t.Errorf("%s by the fenced writer = %v, want checkpoint.ErrFenced", name, err)
 		}
 	}
-	for name, want := range map[string]string{"Load": NewID(2), "LoadLatestCompleted": NewID(1)} {
+	for name, want := range map[string]string{"Load": checkpoint.NewID(2), "LoadLatestCompleted": checkpoint.NewID(1)} {
 		load := b.Load
 		if name == "LoadLatestCompleted" {
 			load = b.LoadLatestCompleted
@@ -83,46 +84,46 @@ func TestBlobStorageFencedWriterFailsEveryWriteAndPointersStay(t *testing.T) {
 			t.Errorf("%s = %s, %v; want %s", name, idOf(got), err, want)
 		}
 	}
-	if got, _ := b.LoadSpecific(ctx, NewID(2)); got.Status != StatusPrepared {
+	if got, _ := b.LoadSpecific(ctx, checkpoint.NewID(2)); got.Status != checkpoint.StatusPrepared {
 		t.Errorf("the fenced UpdateStatus changed the record: %s", got.Status)
 	}
-	if keys := blobstoretest.ListKeys(t, bs, "checkpoints/"+NewID(3)); len(keys) != 0 {
+	if keys := blobstoretest.ListKeys(t, bs, "checkpoints/"+checkpoint.NewID(3)); len(keys) != 0 {
 		t.Errorf("the fenced Save uploaded %v", keys)
 	}
 	// The new writer is not affected.
-	saveState(t, b, NewID(3), StatusCompleted, c1Files)
+	saveState(t, b, checkpoint.NewID(3), checkpoint.StatusCompleted, c1Files)
 }
 
 // A zombie that passed the _writer check before the takeover still
 // cannot move a pointer: the compare-and-swap sees the new epoch.
 func TestBlobStorageZombieMidSaveIsFencedAtThePointer(t *testing.T) {
 	spy := newBlobSpy(newMem())
-	a := newWriter(t, spy, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	b := NewBlobStorage(spy, t.TempDir(), BlobOptions{})
+	a := newWriter(t, spy, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	b := New(spy, t.TempDir(), Options{})
 	spy.before = func(op, key string) {
-		if key == blobRecordKey(NewID(2)) {
+		if key == recordKey(checkpoint.NewID(2)) {
 			spy.before = nil
 			if _, err := b.Acquire(ctx); err != nil {
 				t.Errorf("Acquire: %v", err)
 			}
 		}
 	}
-	d := record(NewID(2), StatusCompleted)
+	d := record(checkpoint.NewID(2), checkpoint.StatusCompleted)
 	d.StateDirs = writeState(t, a, d.ID, c1Files)
-	if err := a.Save(ctx, d); !errors.Is(err, ErrFenced) {
-		t.Fatalf("zombie Save = %v, want ErrFenced", err)
+	if err := a.Save(ctx, d); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("zombie Save = %v, want checkpoint.ErrFenced", err)
 	}
 	got, err := b.LoadLatestCompleted(ctx)
-	if err != nil || idOf(got) != NewID(1) {
-		t.Fatalf("LoadLatestCompleted = %s, %v; want %s", idOf(got), err, NewID(1))
+	if err != nil || idOf(got) != checkpoint.NewID(1) {
+		t.Fatalf("LoadLatestCompleted = %s, %v; want %s", idOf(got), err, checkpoint.NewID(1))
 	}
-	if err := a.Save(ctx, d); !errors.Is(err, ErrFenced) {
+	if err := a.Save(ctx, d); !errors.Is(err, checkpoint.ErrFenced) {
 		t.Errorf("a fenced writer stays fenced: Save = %v", err)
 	}
 	// The zombie's record for id 2 is garbage no pointer names: the new
 	// writer can still use id 2 (it replaces a record of an older epoch).
-	d2 := saveState(t, b, NewID(2), StatusCompleted, stateFiles{"w0": {"x.sst": "new"}})
+	d2 := saveState(t, b, checkpoint.NewID(2), checkpoint.StatusCompleted, stateFiles{"w0": {"x.sst": "new"}})
 	got, err = b.LoadLatestCompleted(ctx)
 	if err != nil || !reflect.DeepEqual(got, d2) {
 		t.Fatalf("LoadLatestCompleted = %+v, %v; want %+v", got, err, d2)
@@ -130,25 +131,25 @@ func TestBlobStorageZombieMidSaveIsFencedAtThePointer(t *testing.T) {
 }
 
 func TestBlobStorageSaveRefusesIDNotNewerThanLatest(t *testing.T) {
-	a := newWriter(t, newMem(), BlobOptions{})
-	saveState(t, a, NewID(2), StatusCompleted, nil)
-	if err := a.Save(ctx, record(NewID(1), StatusCompleted)); err == nil {
-		t.Errorf("Save(%s) after %s succeeded", NewID(1), NewID(2))
+	a := newWriter(t, newMem(), Options{})
+	saveState(t, a, checkpoint.NewID(2), checkpoint.StatusCompleted, nil)
+	if err := a.Save(ctx, record(checkpoint.NewID(1), checkpoint.StatusCompleted)); err == nil {
+		t.Errorf("Save(%s) after %s succeeded", checkpoint.NewID(1), checkpoint.NewID(2))
 	}
 	// Another writer cannot reuse the id either.
-	b := newWriter(t, a.Blobstore(), BlobOptions{})
-	if err := b.Save(ctx, record(NewID(2), StatusCompleted)); err == nil {
+	b := newWriter(t, a.Blobstore(), Options{})
+	if err := b.Save(ctx, record(checkpoint.NewID(2), checkpoint.StatusCompleted)); err == nil {
 		t.Error("a new writer re-saved the latest id")
 	}
 }
 
 func TestBlobStorageSameWriterResavesPreparedAsCompleted(t *testing.T) {
-	a := newWriter(t, newMem(), BlobOptions{})
-	d := saveState(t, a, NewID(1), StatusPrepared, c1Files)
+	a := newWriter(t, newMem(), Options{})
+	d := saveState(t, a, checkpoint.NewID(1), checkpoint.StatusPrepared, c1Files)
 	if got, _ := a.LoadLatestCompleted(ctx); got != nil {
 		t.Fatalf("prepared checkpoint is latest completed: %s", idOf(got))
 	}
-	d.Status = StatusCompleted
+	d.Status = checkpoint.StatusCompleted
 	if err := a.Save(ctx, d); err != nil {
 		t.Fatalf("re-Save as completed: %v", err)
 	}
@@ -159,49 +160,49 @@ func TestBlobStorageSameWriterResavesPreparedAsCompleted(t *testing.T) {
 }
 
 func TestBlobStorageUpdateStatusPromotesAndMovesPointer(t *testing.T) {
-	a := newWriter(t, newMem(), BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	saveState(t, a, NewID(2), StatusPrepared, c1Files)
+	a := newWriter(t, newMem(), Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	saveState(t, a, checkpoint.NewID(2), checkpoint.StatusPrepared, c1Files)
 	// A new writer (after a crash) promotes what the old one prepared.
-	b := newWriter(t, a.Blobstore(), BlobOptions{})
-	if err := b.UpdateStatus(ctx, NewID(2), StatusCompleted); err != nil {
+	b := newWriter(t, a.Blobstore(), Options{})
+	if err := b.UpdateStatus(ctx, checkpoint.NewID(2), checkpoint.StatusCompleted); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.LoadLatestCompleted(ctx)
-	if err != nil || idOf(got) != NewID(2) || got.Status != StatusCompleted {
+	if err != nil || idOf(got) != checkpoint.NewID(2) || got.Status != checkpoint.StatusCompleted {
 		t.Fatalf("LoadLatestCompleted = %+v, %v", got, err)
 	}
-	if err := b.UpdateStatus(ctx, NewID(9), StatusCompleted); !errors.Is(err, ErrNotFound) {
-		t.Errorf("UpdateStatus(missing) = %v, want ErrNotFound", err)
+	if err := b.UpdateStatus(ctx, checkpoint.NewID(9), checkpoint.StatusCompleted); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Errorf("UpdateStatus(missing) = %v, want checkpoint.ErrNotFound", err)
 	}
 }
 
 func TestBlobStorageIncrementalSaveUploadsOnlyNewAndChangedFiles(t *testing.T) {
 	spy := newBlobSpy(newMem())
-	a := newWriter(t, spy, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	a := newWriter(t, spy, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
 	spy.reset()
 	c2 := stateFiles{
-		"w0": {"000001.sst": "link:" + NewID(1), "000004.sst": "table four", "MANIFEST-000001": "manifest 2", "OPTIONS": "opts"},
-		"w1": {"sub/000002.sst": "link:" + NewID(1), "000003.log": "wal 2"},
+		"w0": {"000001.sst": "link:" + checkpoint.NewID(1), "000004.sst": "table four", "MANIFEST-000001": "manifest 2", "OPTIONS": "opts"},
+		"w1": {"sub/000002.sst": "link:" + checkpoint.NewID(1), "000003.log": "wal 2"},
 	}
-	saveState(t, a, NewID(2), StatusCompleted, c2)
+	saveState(t, a, checkpoint.NewID(2), checkpoint.StatusCompleted, c2)
 
 	shared, sharedBytes := spy.uploads("shared/")
 	if len(shared) != 1 || !strings.HasSuffix(shared[0], "/000004.sst") || sharedBytes != int64(len("table four")) {
 		t.Errorf("shared uploads = %v (%d bytes), want only 000004.sst", shared, sharedBytes)
 	}
-	private, _ := spy.uploads("checkpoints/" + NewID(2) + "/private/")
+	private, _ := spy.uploads("checkpoints/" + checkpoint.NewID(2) + "/private/")
 	slices.Sort(private)
 	if len(private) != 3 {
 		t.Errorf("private uploads = %v, want MANIFEST, OPTIONS, log (mutable files are always uploaded)", private)
 	}
-	files, err := a.Files(ctx, NewID(2))
+	files, err := a.Files(ctx, checkpoint.NewID(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files["w0"] {
-		if f.Path == "000001.sst" && !strings.Contains(f.Key, NewID(1)) {
+		if f.Path == "000001.sst" && !strings.Contains(f.Key, checkpoint.NewID(1)) {
 			t.Errorf("unchanged table references %q, want the key C1 uploaded", f.Key)
 		}
 	}
@@ -211,7 +212,7 @@ func TestBlobStorageIncrementalSaveUploadsOnlyNewAndChangedFiles(t *testing.T) {
 		}
 		return c
 	})
-	if got := restoreElsewhere(t, spy, NewID(2)); !reflect.DeepEqual(got, want) {
+	if got := restoreElsewhere(t, spy, checkpoint.NewID(2)); !reflect.DeepEqual(got, want) {
 		t.Errorf("restored %v, want %v", got, want)
 	}
 }
@@ -221,16 +222,16 @@ func TestBlobStorageIncrementalSaveUploadsOnlyNewAndChangedFiles(t *testing.T) {
 // completed checkpoint loadable and restorable byte for byte.
 func TestBlobStorageSaveFailingAtAnyWriteKeepsPreviousCheckpoint(t *testing.T) {
 	c2 := stateFiles{
-		"w0": {"000001.sst": "link:" + NewID(1), "000004.sst": "table four", "MANIFEST-000001": "manifest 2"},
+		"w0": {"000001.sst": "link:" + checkpoint.NewID(1), "000004.sst": "table four", "MANIFEST-000001": "manifest 2"},
 		"w1": {"000003.log": "wal 2"},
 	}
 	for k := 1; ; k++ {
 		spy := newBlobSpy(newMem())
-		a := newWriter(t, spy, BlobOptions{Concurrency: 1})
-		saveState(t, a, NewID(1), StatusCompleted, c1Files)
+		a := newWriter(t, spy, Options{Concurrency: 1})
+		saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
 		spy.reset()
 		spy.failAt = k
-		d := record(NewID(2), StatusCompleted)
+		d := record(checkpoint.NewID(2), checkpoint.StatusCompleted)
 		d.StateDirs = writeState(t, a, d.ID, c2)
 		err := a.Save(ctx, d)
 		if err == nil {
@@ -243,19 +244,19 @@ func TestBlobStorageSaveFailingAtAnyWriteKeepsPreviousCheckpoint(t *testing.T) {
 			t.Fatalf("write %d: Save = %v, want the injected error", k, err)
 		}
 		// A fresh node sees the previous checkpoint, whole.
-		fresh := NewBlobStorage(spy, t.TempDir(), BlobOptions{})
+		fresh := New(spy, t.TempDir(), Options{})
 		got, err := fresh.LoadLatestCompleted(ctx)
-		if err != nil || idOf(got) != NewID(1) {
-			t.Fatalf("write %d failed: LoadLatestCompleted = %s, %v; want %s", k, idOf(got), err, NewID(1))
+		if err != nil || idOf(got) != checkpoint.NewID(1) {
+			t.Fatalf("write %d failed: LoadLatestCompleted = %s, %v; want %s", k, idOf(got), err, checkpoint.NewID(1))
 		}
-		if files := restoreElsewhere(t, spy, NewID(1)); !reflect.DeepEqual(files, flatten(c1Files, nil)) {
+		if files := restoreElsewhere(t, spy, checkpoint.NewID(1)); !reflect.DeepEqual(files, flatten(c1Files, nil)) {
 			t.Fatalf("write %d failed: restored %v", k, files)
 		}
 		// And the writer can retry the same checkpoint.
 		if err := a.Save(ctx, d); err != nil {
 			t.Fatalf("write %d failed: retried Save: %v", k, err)
 		}
-		if got, _ := fresh.LoadLatestCompleted(ctx); idOf(got) != NewID(2) {
+		if got, _ := fresh.LoadLatestCompleted(ctx); idOf(got) != checkpoint.NewID(2) {
 			t.Fatalf("write %d failed: after the retry latest completed is %s", k, idOf(got))
 		}
 	}
@@ -263,17 +264,17 @@ func TestBlobStorageSaveFailingAtAnyWriteKeepsPreviousCheckpoint(t *testing.T) {
 
 func TestBlobStorageRestoreOnEmptyNodeIsByteExact(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{})
+	a := newWriter(t, bs, Options{})
 	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
 	files := stateFiles{"w0": {"000001.sst": big, "MANIFEST-000001": "m", "empty.log": ""}, "w1": {}}
-	saveState(t, a, NewID(1), StatusCompleted, files)
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, files)
 
-	fresh := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
+	fresh := New(bs, t.TempDir(), Options{})
 	d, err := fresh.LoadLatestCompleted(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Materialize(ctx, fresh, d); err != nil {
+	if err := checkpoint.Materialize(ctx, fresh, d); err != nil {
 		t.Fatal(err)
 	}
 	if got := readTree(t, fresh.StateDir(d.ID)); !reflect.DeepEqual(got, flatten(files, nil)) {
@@ -293,9 +294,9 @@ func TestBlobStorageRestoreOnEmptyNodeIsByteExact(t *testing.T) {
 
 func TestBlobStorageRestoreOfCorruptObjectFailsNamingItAndLeavesNothing(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	files, _ := a.Files(ctx, NewID(1))
+	a := newWriter(t, bs, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	files, _ := a.Files(ctx, checkpoint.NewID(1))
 	var victim string
 	for _, f := range files["w1"] {
 		if f.Path == "sub/000002.sst" {
@@ -307,18 +308,18 @@ func TestBlobStorageRestoreOfCorruptObjectFailsNamingItAndLeavesNothing(t *testi
 			if err := bs.Put(ctx, victim, strings.NewReader(content)); err != nil {
 				t.Fatal(err)
 			}
-			fresh := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
-			err := fresh.Restore(ctx, NewID(1))
+			fresh := New(bs, t.TempDir(), Options{})
+			err := fresh.Restore(ctx, checkpoint.NewID(1))
 			if !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
 				t.Fatalf("Restore = %v, want ErrCorrupt naming %q", err, victim)
 			}
-			if _, err := os.Stat(fresh.StateDir(NewID(1))); !os.IsNotExist(err) {
+			if _, err := os.Stat(fresh.StateDir(checkpoint.NewID(1))); !os.IsNotExist(err) {
 				t.Errorf("StateDir exists after a failed restore: %v", err)
 			}
 			if entries, _ := os.ReadDir(fresh.LocalDir()); len(entries) != 0 {
 				t.Errorf("restore left %v in the local dir", entries)
 			}
-			if err := fresh.Verify(ctx, NewID(1)); !errors.Is(err, archive.ErrCorrupt) {
+			if err := fresh.Verify(ctx, checkpoint.NewID(1)); !errors.Is(err, archive.ErrCorrupt) {
 				t.Errorf("Verify = %v, want ErrCorrupt", err)
 			}
 		})
@@ -327,15 +328,15 @@ func TestBlobStorageRestoreOfCorruptObjectFailsNamingItAndLeavesNothing(t *testi
 
 func TestBlobStorageRestoreOfDeletedObjectSaysSo(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	files, _ := a.Files(ctx, NewID(1))
+	a := newWriter(t, bs, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	files, _ := a.Files(ctx, checkpoint.NewID(1))
 	if err := bs.Delete(ctx, files["w0"][0].Key); err != nil {
 		t.Fatal(err)
 	}
-	err := NewBlobStorage(bs, t.TempDir(), BlobOptions{}).Restore(ctx, NewID(1))
+	err := New(bs, t.TempDir(), Options{}).Restore(ctx, checkpoint.NewID(1))
 	if !errors.Is(err, blobstore.ErrNotFound) || !strings.Contains(err.Error(), "deleted") {
-		t.Fatalf("Restore = %v, want ErrNotFound saying the file was deleted", err)
+		t.Fatalf("Restore = %v, want checkpoint.ErrNotFound saying the file was deleted", err)
 	}
 }
 
@@ -343,25 +344,25 @@ func TestBlobStorageRestoreOfDeletedObjectSaysSo(t *testing.T) {
 // upload again the tables its next checkpoint hard-links from it.
 func TestBlobStorageRestoredTablesAreNotUploadedAgain(t *testing.T) {
 	spy := newBlobSpy(newMem())
-	a := newWriter(t, spy, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	a := newWriter(t, spy, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
 
-	b := NewBlobStorage(spy, t.TempDir(), BlobOptions{})
-	if err := b.Restore(ctx, NewID(1)); err != nil {
+	b := New(spy, t.TempDir(), Options{})
+	if err := b.Restore(ctx, checkpoint.NewID(1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	spy.reset()
-	saveState(t, b, NewID(2), StatusCompleted, stateFiles{
-		"w0": {"000001.sst": "link:" + NewID(1), "MANIFEST-000001": "manifest 2"},
-		"w1": {"sub/000002.sst": "link:" + NewID(1)},
+	saveState(t, b, checkpoint.NewID(2), checkpoint.StatusCompleted, stateFiles{
+		"w0": {"000001.sst": "link:" + checkpoint.NewID(1), "MANIFEST-000001": "manifest 2"},
+		"w1": {"sub/000002.sst": "link:" + checkpoint.NewID(1)},
 	})
 	if shared, _ := spy.uploads("shared/"); len(shared) != 0 {
 		t.Errorf("restored tables uploaded again: %v", shared)
 	}
-	if err := b.Verify(ctx, NewID(2)); err != nil {
+	if err := b.Verify(ctx, checkpoint.NewID(2)); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 }
@@ -370,10 +371,10 @@ func TestBlobStorageRestoredTablesAreNotUploadedAgain(t *testing.T) {
 // over, the next checkpoint uploads it instead of referencing a hole.
 func TestBlobStorageRestoredTableDeletedSinceIsUploadedAgain(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	b := NewBlobStorage(bs, t.TempDir(), BlobOptions{})
-	if err := b.Restore(ctx, NewID(1)); err != nil {
+	a := newWriter(t, bs, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	b := New(bs, t.TempDir(), Options{})
+	if err := b.Restore(ctx, checkpoint.NewID(1)); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range blobstoretest.ListKeys(t, bs, "shared/") {
@@ -382,26 +383,26 @@ func TestBlobStorageRestoredTableDeletedSinceIsUploadedAgain(t *testing.T) {
 	if _, err := b.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	saveState(t, b, NewID(2), StatusCompleted, stateFiles{"w0": {"000001.sst": "link:" + NewID(1)}})
-	if err := b.Verify(ctx, NewID(2)); err != nil {
+	saveState(t, b, checkpoint.NewID(2), checkpoint.StatusCompleted, stateFiles{"w0": {"000001.sst": "link:" + checkpoint.NewID(1)}})
+	if err := b.Verify(ctx, checkpoint.NewID(2)); err != nil {
 		t.Fatalf("checkpoint references a deleted table: %v", err)
 	}
 }
 
 func TestMaterializeIsANoOpForFileStorage(t *testing.T) {
-	fs := NewFileStorage(t.TempDir())
-	d := saveState(t, fs, NewID(1), StatusCompleted, c1Files)
-	if err := Materialize(ctx, fs, d); err != nil {
+	fs := checkpoint.NewFileStorage(t.TempDir())
+	d := saveState(t, fs, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	if err := checkpoint.Materialize(ctx, fs, d); err != nil {
 		t.Fatal(err)
 	}
-	if err := Materialize(ctx, fs, nil); err != nil {
+	if err := checkpoint.Materialize(ctx, fs, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestBlobStorageSaveRefusesSymlinksInState(t *testing.T) {
-	a := newWriter(t, newMem(), BlobOptions{})
-	d := record(NewID(1), StatusCompleted)
+	a := newWriter(t, newMem(), Options{})
+	d := record(checkpoint.NewID(1), checkpoint.StatusCompleted)
 	d.StateDirs = writeState(t, a, d.ID, stateFiles{"w0": {"a.sst": "x"}})
 	if err := os.Symlink("/etc/passwd", a.StateDir(d.ID)+"/w0/evil"); err != nil {
 		t.Fatal(err)
@@ -413,15 +414,15 @@ func TestBlobStorageSaveRefusesSymlinksInState(t *testing.T) {
 
 func TestBlobStorageArchivesCheckpointWithoutLocalState(t *testing.T) {
 	bs := newMem()
-	a := newWriter(t, bs, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
-	reader := NewBlobStorage(bs, t.TempDir(), BlobOptions{}) // no local state at all
+	a := newWriter(t, bs, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
+	reader := New(bs, t.TempDir(), Options{}) // no local state at all
 	var buf bytes.Buffer
-	if err := ArchiveCheckpoint(ctx, reader, NewID(1), &buf); err != nil {
+	if err := checkpoint.ArchiveCheckpoint(ctx, reader, checkpoint.NewID(1), &buf); err != nil {
 		t.Fatalf("ArchiveCheckpoint from the store: %v", err)
 	}
-	dst := NewFileStorage(t.TempDir())
-	id, err := ExtractCheckpoint(ctx, dst, &buf)
+	dst := checkpoint.NewFileStorage(t.TempDir())
+	id, err := checkpoint.ExtractCheckpoint(ctx, dst, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,18 +431,18 @@ func TestBlobStorageArchivesCheckpointWithoutLocalState(t *testing.T) {
 	}
 }
 
-// A savepoint restored into a BlobStorage becomes its latest completed
+// A savepoint restored into a Storage becomes its latest completed
 // checkpoint, uploaded, and restorable on another node.
 func TestRestoreSavepointIntoBlobStorage(t *testing.T) {
-	src := NewFileStorage(t.TempDir())
-	saveState(t, src, NewID(5), StatusCompleted, c1Files)
+	src := checkpoint.NewFileStorage(t.TempDir())
+	saveState(t, src, checkpoint.NewID(5), checkpoint.StatusCompleted, c1Files)
 	spbs := newMem()
-	if _, err := CreateSavepoint(ctx, src, spbs, "sp1"); err != nil {
+	if _, err := checkpoint.CreateSavepoint(ctx, src, spbs, "sp1"); err != nil {
 		t.Fatal(err)
 	}
 	bs := newMem()
-	dst := newWriter(t, bs, BlobOptions{})
-	id, err := RestoreSavepoint(ctx, dst, spbs, "sp1")
+	dst := newWriter(t, bs, Options{})
+	id, err := checkpoint.RestoreSavepoint(ctx, dst, spbs, "sp1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,21 +457,21 @@ func TestRestoreSavepointIntoBlobStorage(t *testing.T) {
 func TestBlobStorageZombieUpdateStatusLeavesNewerEpochsRecordAlone(t *testing.T) {
 	reads := newReadSpy(newMem())
 	writes := newBlobSpy(reads)
-	a := newWriter(t, writes, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	a := newWriter(t, writes, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
 	// a writes the record of 2 but fails to move _latest to it.
-	writes.failIf = func(op, key string) bool { return key == blobLatest }
-	d := record(NewID(2), StatusPrepared)
+	writes.failIf = func(op, key string) bool { return key == keyLatest }
+	d := record(checkpoint.NewID(2), checkpoint.StatusPrepared)
 	d.StateDirs = writeState(t, a, d.ID, c1Files)
 	if err := a.Save(ctx, d); !errors.Is(err, errInjected) {
 		t.Fatalf("Save with a failing pointer move = %v", err)
 	}
 	writes.failIf = nil
 
-	b := NewBlobStorage(writes, t.TempDir(), BlobOptions{})
-	var d2 *CheckpointData
+	b := New(writes, t.TempDir(), Options{})
+	var d2 *checkpoint.CheckpointData
 	reads.afterStat = func(key string) {
-		if key != blobWriter {
+		if key != keyWriter {
 			return
 		}
 		reads.afterStat = nil
@@ -479,14 +480,14 @@ func TestBlobStorageZombieUpdateStatusLeavesNewerEpochsRecordAlone(t *testing.T)
 		if _, err := b.Acquire(ctx); err != nil {
 			t.Errorf("Acquire: %v", err)
 		}
-		d2 = saveState(t, b, NewID(2), StatusPrepared, stateFiles{"w0": {"x.sst": "b's"}})
+		d2 = saveState(t, b, checkpoint.NewID(2), checkpoint.StatusPrepared, stateFiles{"w0": {"x.sst": "b's"}})
 	}
-	if err := a.UpdateStatus(ctx, NewID(2), StatusCompleted); !errors.Is(err, ErrFenced) {
-		t.Fatalf("zombie UpdateStatus = %v, want ErrFenced", err)
+	if err := a.UpdateStatus(ctx, checkpoint.NewID(2), checkpoint.StatusCompleted); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("zombie UpdateStatus = %v, want checkpoint.ErrFenced", err)
 	}
-	got, err := b.LoadSpecific(ctx, NewID(2))
+	got, err := b.LoadSpecific(ctx, checkpoint.NewID(2))
 	if err != nil || !reflect.DeepEqual(got, d2) {
-		t.Errorf("record of %s after the zombie's UpdateStatus = %+v, %v; want the new writer's %+v", NewID(2), got, err, d2)
+		t.Errorf("record of %s after the zombie's UpdateStatus = %+v, %v; want the new writer's %+v", checkpoint.NewID(2), got, err, d2)
 	}
 }
 
@@ -494,8 +495,8 @@ func TestBlobStorageZombieUpdateStatusLeavesNewerEpochsRecordAlone(t *testing.T)
 // the pointer and a Get of the record, nothing else.
 func TestBlobStorageLoadReadsEachObjectOnce(t *testing.T) {
 	spy := newReadSpy(newMem())
-	a := newWriter(t, spy, BlobOptions{})
-	saveState(t, a, NewID(1), StatusCompleted, c1Files)
+	a := newWriter(t, spy, Options{})
+	saveState(t, a, checkpoint.NewID(1), checkpoint.StatusCompleted, c1Files)
 	spy.requests()
 	if _, err := a.LoadLatestCompleted(ctx); err != nil {
 		t.Fatal(err)
@@ -503,7 +504,7 @@ func TestBlobStorageLoadReadsEachObjectOnce(t *testing.T) {
 	if stats, gets := spy.requests(); stats != 0 || gets != 2 {
 		t.Errorf("LoadLatestCompleted made %d Stat and %d Get requests, want 0 and 2", stats, gets)
 	}
-	if _, err := a.LoadSpecific(ctx, NewID(1)); err != nil {
+	if _, err := a.LoadSpecific(ctx, checkpoint.NewID(1)); err != nil {
 		t.Fatal(err)
 	}
 	if stats, gets := spy.requests(); stats != 0 || gets != 1 {

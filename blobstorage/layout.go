@@ -1,0 +1,98 @@
+package blobstorage
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/tidemark-io/tidemark/checkpoint"
+)
+
+// The key layout (documented in doc.go). Every key is made and parsed in
+// this file and nowhere else (pebble's objstorageprovider keeps its object
+// naming in one file for the same reason): a change here is a change of
+// the layout, and nothing else in the module spells a key.
+const (
+	dirCheckpoints     = "checkpoints/"
+	dirShared          = "shared/"
+	dirPins            = "pins/"
+	recordName         = "checkpoint.json"
+	keyLatest          = "_latest"
+	keyLatestCompleted = "_latest-completed"
+	keyWriter          = "_writer"
+)
+
+func recordKey(id string) string { return dirCheckpoints + id + "/" + recordName }
+
+func epochSegment(epoch uint64) string { return "e" + strconv.FormatUint(epoch, 10) }
+
+func privateKey(id string, epoch uint64, owner, rel string) string {
+	return path.Join(dirCheckpoints+id, "private", epochSegment(epoch), owner, rel)
+}
+
+func sharedKey(id string, epoch uint64, owner, rel string) string {
+	return path.Join(dirShared+owner, id+"-"+epochSegment(epoch), rel)
+}
+
+func pinKey(id, nonce string) string { return dirPins + id + "/" + nonce }
+
+// checkpointOfKey parses a key under checkpoints/: the checkpoint id it
+// belongs to and whether it is that checkpoint's record. ok is false for
+// keys that are not a valid checkpoint's (not ours: left alone).
+func checkpointOfKey(key string) (id string, isRecord, ok bool) {
+	rest, found := strings.CutPrefix(key, dirCheckpoints)
+	if !found {
+		return "", false, false
+	}
+	id, rest, found = strings.Cut(rest, "/")
+	if !found || checkpoint.ValidateID(id) != nil {
+		return "", false, false
+	}
+	return id, rest == recordName, true
+}
+
+// pinOfKey parses a pin's key: the checkpoint id it pins.
+func pinOfKey(key string) (id string, ok bool) {
+	rest, found := strings.CutPrefix(key, dirPins)
+	if !found {
+		return "", false
+	}
+	id, _, ok = strings.Cut(rest, "/")
+	return id, ok && checkpoint.ValidateID(id) == nil
+}
+
+// isSharedKey reports whether key holds an immutable, shared file.
+func isSharedKey(key string) bool { return strings.HasPrefix(key, dirShared) }
+
+// introducedBy reports whether the file of owner at key was first uploaded
+// by checkpoint id (a private file of id, or a shared file id uploaded),
+// rather than referenced from an older checkpoint.
+func introducedBy(key, owner, id string) bool {
+	return strings.HasPrefix(key, dirCheckpoints+id+"/") || strings.HasPrefix(key, dirShared+owner+"/"+id+"-")
+}
+
+// KeyClass names the part of the layout a key belongs to, for metrics and
+// logs that count operations per kind of object: "record", "private",
+// "shared", "pointer", "writer", "pin", "savepoint", or "other" for a key
+// that is not Tidemark's.
+func KeyClass(key string) string {
+	switch {
+	case key == keyLatest || key == keyLatestCompleted:
+		return "pointer"
+	case key == keyWriter:
+		return "writer"
+	case strings.HasPrefix(key, dirShared):
+		return "shared"
+	case strings.HasPrefix(key, dirPins):
+		return "pin"
+	case strings.HasPrefix(key, checkpoint.SavepointPrefix):
+		return "savepoint"
+	}
+	if _, isRecord, ok := checkpointOfKey(key); ok {
+		if isRecord {
+			return "record"
+		}
+		return "private"
+	}
+	return "other"
+}
