@@ -111,21 +111,10 @@ type localFile struct {
 // writer that saved an id may save it again (prepared, then completed).
 // Save needs the writer role (Acquire).
 func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) error {
-	if data == nil {
-		return errors.New("checkpoint: save: nil data")
-	}
-	id := data.ID
-	if err := checkpoint.ValidateID(id); err != nil {
+	if err := checkpoint.ValidateRecord(data); err != nil {
 		return fmt.Errorf("checkpoint: save: %w", err)
 	}
-	if !data.Status.Valid() {
-		return fmt.Errorf("checkpoint: save %q: unknown status %q", id, data.Status)
-	}
-	for owner, rel := range data.StateDirs {
-		if err := validateBlobStateDir(owner, rel); err != nil {
-			return fmt.Errorf("checkpoint: save %q: %w", id, err)
-		}
-	}
+	id := data.ID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkWriterLocked(ctx); err != nil {
@@ -249,6 +238,10 @@ func (s *Storage) walkStateDirs(data *checkpoint.CheckpointData) ([]*localFile, 
 				return err
 			}
 			rel = filepath.ToSlash(rel)
+			if err := checkpoint.ValidatePath(rel); err != nil {
+				// A name no store, OS or archive would carry the same.
+				return fmt.Errorf("owner %q: %w", owner, err)
+			}
 			if !d.Type().IsRegular() {
 				return fmt.Errorf("owner %q: %s is not a regular file (%s)", owner, rel, d.Type())
 			}

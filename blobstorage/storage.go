@@ -313,6 +313,35 @@ func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) 
 	return rec, etag, nil
 }
 
+// validateFiles checks the file references of a record, which a restore
+// turns into local paths and reads: each owner has a state dir, each path
+// is valid (checkpoint.ValidatePath) and appears once, each key is a valid
+// key, each size is not negative and each digest is a SHA-256.
+func validateFiles(d *checkpoint.CheckpointData, files map[string][]FileRef) error {
+	for owner, refs := range files {
+		if _, ok := d.StateDirs[owner]; !ok {
+			return fmt.Errorf("files of owner %q, which has no state dir", owner)
+		}
+		seen := make(map[string]bool, len(refs))
+		for _, f := range refs {
+			if err := checkpoint.ValidatePath(f.Path); err != nil {
+				return fmt.Errorf("file of owner %q: %w", owner, err)
+			}
+			if seen[f.Path] {
+				return fmt.Errorf("file %q of owner %q is listed twice", f.Path, owner)
+			}
+			seen[f.Path] = true
+			if err := blobstore.ValidateKey(f.Key); err != nil {
+				return fmt.Errorf("file %q of owner %q: %w", f.Path, owner, err)
+			}
+			if f.Size < 0 || len(f.SHA256) != 64 || strings.Trim(f.SHA256, "0123456789abcdef") != "" {
+				return fmt.Errorf("file %q of owner %q: bad size %d or sha256 %q", f.Path, owner, f.Size, f.SHA256)
+			}
+		}
+	}
+	return nil
+}
+
 // decodeRecord decodes a record with the same checks as checkpoint.FileStorage
 // (valid id and status) plus checks on the file references, which a
 // restore turns into local paths.
@@ -328,34 +357,10 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("checkpoint: decode record %q: %w", d.ID, err)
 	}
-	for owner, files := range extra.Files {
-		if _, ok := d.StateDirs[owner]; !ok {
-			return nil, fmt.Errorf("checkpoint: decode record %q: files of owner %q, which has no state dir", d.ID, owner)
-		}
-		for _, f := range files {
-			if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || f.Size < 0 {
-				return nil, fmt.Errorf("checkpoint: decode record %q: bad file %q of owner %q", d.ID, f.Path, owner)
-			}
-		}
-	}
-	for owner, rel := range d.StateDirs {
-		if err := validateBlobStateDir(owner, rel); err != nil {
-			return nil, fmt.Errorf("checkpoint: decode record %q: %w", d.ID, err)
-		}
+	if err := validateFiles(d, extra.Files); err != nil {
+		return nil, fmt.Errorf("checkpoint: decode record %q: %w", d.ID, err)
 	}
 	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
-}
-
-// validateBlobStateDir checks an owner (a single key segment, since it names
-// blob keys) and its state directory (a local relative path).
-func validateBlobStateDir(owner, rel string) error {
-	if strings.ContainsAny(owner, `/\`) || blobstore.ValidateKey(owner) != nil {
-		return fmt.Errorf("owner %q is not a single key segment", owner)
-	}
-	if !filepath.IsLocal(filepath.FromSlash(rel)) {
-		return fmt.Errorf("state dir %q of owner %q is not a local relative path", rel, owner)
-	}
-	return nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no

@@ -25,14 +25,27 @@ func StateDirName(id string) string { return id + stateExt }
 // the leftovers of a crash.
 func TempPattern(name string) string { return "." + name + tempMarker + "*" }
 
+// ValidatePath checks a path inside a checkpoint's state: a state
+// directory, or a file's path relative to its state directory. It must be
+// relative and '/'-separated, and each segment a valid key segment (no
+// "", ".", "..", backslash or control character), so that it means the
+// same on every OS, in every store and in every archive.
+func ValidatePath(p string) error {
+	if strings.Contains(p, `\`) {
+		return fmt.Errorf("path %q: %w: contains a backslash", p, blobstore.ErrInvalidKey)
+	}
+	if err := blobstore.ValidateKey(p); err != nil {
+		return fmt.Errorf("path %q is not a relative slash-separated path: %w", p, err)
+	}
+	return nil
+}
+
 // ValidateStateDirs checks the state directories of a record — the one
 // rule every Storage's Save, ArchiveCheckpoint, ExtractCheckpoint and every
 // record decoder apply, so that whatever one accepts the others accept:
 //
 //   - an owner is one key segment (it names blob keys and archive paths);
-//   - a state directory is a relative, '/'-separated path whose segments
-//     are valid key segments (no "", ".", "..", backslash or control
-//     character), so it means the same on every OS and in every store;
+//   - a state directory is a valid path (ValidatePath);
 //   - no two owners' state directories are the same or nested: each file
 //     belongs to exactly one owner.
 func ValidateStateDirs(dirs map[string]string) error {
@@ -45,11 +58,8 @@ func ValidateStateDirs(dirs map[string]string) error {
 		if err := blobstore.ValidateKey(owner); err != nil {
 			return fmt.Errorf("state owner %q: %w", owner, err)
 		}
-		if strings.Contains(rel, `\`) {
-			return fmt.Errorf("state dir %q of owner %q: %w: contains a backslash", rel, owner, blobstore.ErrInvalidKey)
-		}
-		if err := blobstore.ValidateKey(rel); err != nil {
-			return fmt.Errorf("state dir %q of owner %q is not a relative slash-separated path: %w", rel, owner, err)
+		if err := ValidatePath(rel); err != nil {
+			return fmt.Errorf("state dir of owner %q: %w", owner, err)
 		}
 	}
 	for i, a := range owners {
