@@ -19,11 +19,24 @@ import (
 // epoch greater than its own, and gets checkpoint.ErrFenced; its other writes fail
 // the _writer check first.
 //
+// Before its first write, Acquire checks that the store enforces
+// conditional writes (blobstore.CheckConditionalWrites, through any
+// decorator) and refuses, writing nothing, when it does not or cannot
+// tell: fencing would be unsafe.
+//
 // Acquire is needed before Save, UpdateStatus and a GC that deletes, not
 // for loads, Restore or a dry-run GC. Calling it again takes a new epoch (and clears a fence).
 func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.probed {
+		// Fencing is only as good as the store's conditional writes:
+		// check them before the first write, once per Storage.
+		if _, err := blobstore.CheckConditionalWrites(ctx, s.bs); err != nil {
+			return 0, fmt.Errorf("blobstorage: acquire: %w", err)
+		}
+		s.probed = true
+	}
 	epoch, etag, err := s.takeEpoch(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("checkpoint: acquire: %w", err)

@@ -15,6 +15,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -290,3 +292,73 @@ func TestBlobStorageWriterTakingOverAgainRechecksRememberedTables(t *testing.T) 
 		t.Fatalf("checkpoint references a table the other writer's GC deleted: %v", err)
 	}
 }
+
+// Acquire checks the store's conditional writes before its first write,
+// through any chain of decorators, and refuses, writing nothing, on an
+// endpoint that ignores them or cannot be probed.
+func TestAcquireProbesTheStoreThroughAnyDecorator(t *testing.T) {
+	wraps := map[string]func(blobstore.Blobstore) blobstore.Blobstore{
+		"plain": func(bs blobstore.Blobstore) blobstore.Blobstore { return bs },
+		"WithPrefix": func(bs blobstore.Blobstore) blobstore.Blobstore {
+			p, err := blobstore.WithPrefix(bs, "jobs/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		"Observe": func(bs blobstore.Blobstore) blobstore.Blobstore {
+			return blobstore.Observe(bs, countingObserver{})
+		},
+		"ObserveOverPrefixOverResuming": func(bs blobstore.Blobstore) blobstore.Blobstore {
+			p, err := blobstore.WithPrefix(blobstore.WithResumingReads(bs, 2), "jobs/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return blobstore.Observe(p, countingObserver{})
+		},
+	}
+	for name, wrap := range wraps {
+		for _, tc := range []struct {
+			probeErr error
+			want     error // nil: Acquire succeeds
+		}{
+			{probeErr: nil},
+			{probeErr: fmt.Errorf("s3store: %w: If-None-Match ignored", blobstore.ErrConditionsIgnored), want: blobstore.ErrConditionsIgnored},
+			{probeErr: errors.New("endpoint unreachable"), want: errors.New("could not check")},
+		} {
+			t.Run(fmt.Sprintf("%s/%v", name, tc.probeErr), func(t *testing.T) {
+				base := blobstoretest.NewCapable()
+				base.ProbeErr = tc.probeErr
+				s := New(wrap(base), t.TempDir(), Options{})
+				_, err := s.Acquire(t.Context())
+				switch {
+				case tc.want == nil && err != nil:
+					t.Fatalf("Acquire: %v", err)
+				case tc.want == nil:
+					if _, err := s.Acquire(t.Context()); err != nil {
+						t.Fatalf("second Acquire: %v", err)
+					}
+					if n := base.Probes(); n != 1 {
+						t.Fatalf("the store was probed %d times over two Acquires, want once", n)
+					}
+					return
+				case err == nil:
+					t.Fatal("Acquire succeeded on a store whose probe failed")
+				case errors.Is(tc.want, blobstore.ErrConditionsIgnored) && !errors.Is(err, blobstore.ErrConditionsIgnored):
+					t.Fatalf("Acquire: %v, want ErrConditionsIgnored", err)
+				case !strings.Contains(err.Error(), "conditional writes"):
+					t.Fatalf("Acquire: %v: the error should say what could not be checked", err)
+				}
+				if keys := blobstoretest.ListKeys(t, base, ""); len(keys) != 0 {
+					t.Fatalf("a refused Acquire wrote %q", keys)
+				}
+			})
+		}
+	}
+}
+
+// countingObserver observes nothing (a stand-in for metrics).
+type countingObserver struct{}
+
+func (countingObserver) Transferred(blobstore.Op, string, int)                  {}
+func (countingObserver) Done(blobstore.Op, string, int64, time.Duration, error) {}

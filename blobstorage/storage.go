@@ -164,6 +164,7 @@ type Storage struct {
 	// mu serialises the writes (Acquire, Save, UpdateStatus, GC): GC must
 	// never delete a shared file that a concurrent Save decided to reuse.
 	mu         sync.Mutex
+	probed     bool              // the store's conditional writes were checked
 	epoch      uint64            // 0: Acquire not called
 	writerETag string            // ETag of the _writer we wrote
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire

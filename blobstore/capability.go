@@ -86,7 +86,7 @@ func CheckConditionalWrites(ctx context.Context, bs Blobstore) (probed bool, err
 	case err == nil:
 		return true, nil
 	case errors.Is(err, ErrConditionsIgnored):
-		return true, fmt.Errorf("this endpoint does not enforce conditional writes (If-None-Match/If-Match), so fencing would be unsafe on it: %w", err)
+		return true, fmt.Errorf("this endpoint does not enforce conditional writes (If-None-Match/If-Match); Tidemark's fencing would be unsafe on it: %w", err)
 	default:
 		return true, fmt.Errorf("could not check that the endpoint enforces conditional writes: %w", err)
 	}

@@ -197,8 +197,8 @@ type acquirer interface {
 // output and the state hold every record exactly once.
 //
 // On start it checks that the stores it writes to enforce conditional
-// writes (CheckConditionalWrites on the Storage's Blobstore and the
-// Sink's) and refuses to run when one does not, then takes the writer
+// writes (Acquire checks the Storage's Blobstore; blobstore.CheckConditionalWrites
+// the Sink's, if it is another) and refuses to run when one does not, then takes the writer
 // role (Acquire, for storages that have one), lets checkpoint.Recover decide what to restore (asking the sink
 // whether a prepared checkpoint's transaction committed), aborts every
 // transaction that cannot commit any more, materializes the checkpoint's
@@ -289,7 +289,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	// so what Recover reads is what stays. That holds only if the store
 	// enforces conditional writes, so check that first: on an endpoint
 	// that ignores them nothing is written at all.
-	if err := checkStores(ctx, cfg); err != nil {
+	if err := checkSinkStore(ctx, cfg); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
 	if a, ok := cfg.Storage.(acquirer); ok {

@@ -25,10 +25,10 @@ var (
 	// be made.
 	ErrUnreachable = errors.New("s3store: endpoint unreachable")
 	// ErrConditionsIgnored is returned by Probe when the endpoint accepts
-	// a conditional write whose condition does not hold. It wraps
+	// a conditional write whose condition does not hold. It is
 	// blobstore.ErrConditionsIgnored, which store-independent callers
 	// test for.
-	ErrConditionsIgnored = fmt.Errorf("s3store: %w", blobstore.ErrConditionsIgnored)
+	ErrConditionsIgnored = blobstore.ErrConditionsIgnored
 )
 
 // errCodes extracts the S3 error code and HTTP status from an SDK error.

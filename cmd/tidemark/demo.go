@@ -119,8 +119,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	meter := demo.NewMeter(raw)
-	storage := blobstorage.New(meter, filepath.Join(f.dir, "checkpoints"), blobstorage.Options{
+	up := &uploads{}
+	bs := blobstore.Observe(raw, up)
+	storage := blobstorage.New(bs, filepath.Join(f.dir, "checkpoints"), blobstorage.Options{
 		Keep:        f.keep,
 		Concurrency: f.concurrency,
 	})
@@ -131,7 +132,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	start := time.Now()
 	cfg := demo.Config{
 		Storage:      storage,
-		Sink:         demo.NewSink(meter),
+		Sink:         demo.NewSink(bs),
 		Dir:          f.dir,
 		Records:      f.records,
 		Words:        f.words,
@@ -154,7 +155,6 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		}
 	}
 	cfg.Progress = func(p demo.Progress) {
-		up, objs := meter.Uploaded()
 		switch p.Event {
 		case "start":
 			say("tidemark demo: word count over %d records, store %s, local dir %s", p.Records, storeURL, f.dir)
@@ -167,12 +167,12 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		case "records", "checkpoint":
 			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %d objects",
 				p.Offset, p.Records, 100*float64(p.Offset)/float64(max(p.Records, 1)),
-				p.Checkpoints, orNone(p.LastCompleted), humanBytes(up), objs)
+				p.Checkpoints, orNone(p.LastCompleted), humanBytes(up.bytes.Load()), up.objects.Load())
 		}
 	}
 
 	res, err := demo.Run(ctx, cfg)
-	up, objs := meter.Uploaded()
+	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := map[string]any{
 		"store":            storeURL,
 		"dir":              f.dir,
@@ -183,8 +183,8 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		"end_offset":       res.EndOffset,
 		"checkpoints":      res.Checkpoints,
 		"last_checkpoint":  res.LastID,
-		"uploaded_bytes":   up,
-		"uploaded_objects": objs,
+		"uploaded_bytes":   upBytes,
+		"uploaded_objects": upObjects,
 		"seconds":          time.Since(start).Seconds(),
 	}
 	switch {
@@ -204,7 +204,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			return fmt.Errorf("demo: %w", errVerify)
 		}
 		say("done in %s: %d checkpoints this run, %s uploaded in %d objects",
-			time.Since(start).Round(time.Millisecond), res.Checkpoints, humanBytes(up), objs)
+			time.Since(start).Round(time.Millisecond), res.Checkpoints, humanBytes(upBytes), upObjects)
 		return nil
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",

@@ -383,20 +383,20 @@ func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error
 func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id string, rec *blobstorage.Record) error {
 	ci := summarize(id, rec, time.Now())
 	p := a.newProgress("verify "+id, ci.Size)
-	err := readStorage(progressStore{Blobstore: bs, p: p}).Verify(ctx, id)
+	err := readStorage(p.observed(bs)).Verify(ctx, id)
 	p.done()
 	return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: id, Files: ci.Files, Bytes: ci.Size}, err)
 }
 
 // verifySavepoint re-reads the archive of savepoint label (size bytes).
 func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
-	rc, err := bs.Get(ctx, checkpoint.SavepointKey(label))
+	p := a.newProgress("verify "+label, size)
+	rc, err := p.observed(blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)).Get(ctx, checkpoint.SavepointKey(label))
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	p := a.newProgress("verify "+label, size)
-	m, err := archive.Verify(ctx, progressReader{ReadCloser: rc, p: p}, archive.Limits{})
+	m, err := archive.Verify(ctx, rc, archive.Limits{})
 	p.done()
 	v := verifyResult{Kind: "savepoint", Name: label}
 	if err == nil {

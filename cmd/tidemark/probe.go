@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/s3store"
 )
 
@@ -55,7 +55,7 @@ the probe could not run (endpoint unreachable, access denied, missing bucket).`,
 				return err
 			}
 			res := probeResult{Store: storeURL}
-			res.Probed, err = demo.CheckConditionalWrites(ctx, bs)
+			res.Probed, err = blobstore.CheckConditionalWrites(ctx, bs)
 			switch {
 			case errors.Is(err, s3store.ErrConditionsIgnored):
 				res.ConditionalWrites, res.Error = condIgnored, err.Error()

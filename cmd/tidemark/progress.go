@@ -1,11 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
@@ -106,29 +106,36 @@ func (p *progress) done() {
 	}
 }
 
-// progressReader counts what is read through it into a progress.
-type progressReader struct {
-	io.ReadCloser
-	p *progress
-}
-
-func (r progressReader) Read(b []byte) (int, error) {
-	n, err := r.ReadCloser.Read(b)
-	r.p.add(n)
-	return n, err
-}
-
-// progressStore is a Blobstore decorator that counts the bytes read by Get
-// into a progress.
-type progressStore struct {
-	blobstore.Blobstore
-	p *progress
-}
-
-func (s progressStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	rc, err := s.Blobstore.Get(ctx, key)
-	if err != nil {
-		return rc, err
+// Transferred adds the bytes the caller reads from the store (Get and
+// GetRange) to the bar, so that a *progress observes a store
+// (blobstore.Observe) as it is read. A nil *progress observes nothing.
+func (p *progress) Transferred(op blobstore.Op, _ string, n int) {
+	if op == blobstore.OpGet || op == blobstore.OpGetRange {
+		p.add(n)
 	}
-	return progressReader{ReadCloser: rc, p: s.p}, nil
+}
+
+// Done does nothing: the bar counts bytes, not operations.
+func (p *progress) Done(blobstore.Op, string, int64, time.Duration, error) {}
+
+// observed returns bs with the bytes read from it drawn on p.
+func (p *progress) observed(bs blobstore.Blobstore) blobstore.Blobstore {
+	return blobstore.Observe(bs, p)
+}
+
+// uploads counts the bytes and objects of the successful puts of an
+// observed store (the demo's "uploaded" figures).
+type uploads struct {
+	bytes, objects atomic.Int64
+}
+
+// Transferred does nothing: uploads counts what completed.
+func (u *uploads) Transferred(blobstore.Op, string, int) {}
+
+// Done counts a successful put.
+func (u *uploads) Done(op blobstore.Op, _ string, n int64, _ time.Duration, err error) {
+	if err == nil && (op == blobstore.OpPut || op == blobstore.OpPutIfAbsent || op == blobstore.OpPutIfMatch) {
+		u.bytes.Add(n)
+		u.objects.Add(1)
+	}
 }

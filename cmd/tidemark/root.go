@@ -13,7 +13,6 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
 )
 
 // storeEnv is the environment variable that supplies --store.
@@ -156,13 +155,9 @@ func readStorage(bs blobstore.Blobstore) *blobstorage.Storage {
 // writeStorage returns a BlobStorage on bs that holds the writer role,
 // with local state directories in a temporary directory (removed by the
 // returned cleanup). Taking the writer role fences any job writing to the
-// same store. Fencing is only as good as the store's conditional writes,
-// so it first checks that bs enforces them (demo.CheckConditionalWrites)
-// and refuses, writing nothing, when it does not.
+// same store. Acquire refuses, writing nothing, a store that does not
+// enforce conditional writes.
 func writeStorage(ctx context.Context, bs blobstore.Blobstore, opts blobstorage.Options) (*blobstorage.Storage, func(), error) {
-	if _, err := demo.CheckConditionalWrites(ctx, bs); err != nil {
-		return nil, nil, err
-	}
 	dir, err := os.MkdirTemp("", "tidemark-")
 	if err != nil {
 		return nil, nil, err

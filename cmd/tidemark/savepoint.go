@@ -56,7 +56,7 @@ savepoint of that label. It needs no writer role: a running job is not disturbed
 			}
 			// Progress counts the state read from the store into the archive.
 			p := a.newProgress("savepoint "+label, total)
-			src := readStorage(progressStore{Blobstore: bs, p: p})
+			src := readStorage(p.observed(bs))
 			id, err := checkpoint.CreateSavepoint(ctx, src, bs, label)
 			p.done()
 			if err != nil {
@@ -112,7 +112,7 @@ running on the store. The store must not hold a checkpoint as new as the savepoi
 			}
 			defer cleanup()
 			p := a.newProgress("restore "+label, size)
-			id, err := checkpoint.RestoreSavepoint(ctx, dst, progressStore{Blobstore: src, p: p}, label)
+			id, err := checkpoint.RestoreSavepoint(ctx, dst, p.observed(src), label)
 			p.done()
 			if err != nil {
 				return err
@@ -223,7 +223,7 @@ copied (nothing appears in DST) and the exit code is 3.`,
 			}
 			start := time.Now()
 			p := a.newProgress("copy "+label, info.Size)
-			err = checkpoint.CopySavepoint(ctx, progressStore{Blobstore: src, p: p}, dst, label)
+			err = checkpoint.CopySavepoint(ctx, p.observed(src), dst, label)
 			p.done()
 			if err != nil {
 				return verifyFailed(err)
