@@ -50,7 +50,7 @@ func (s *Storage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, 
 		if !ok {
 			return nil, fmt.Errorf("checkpoint: archive %q: no file %q: %w", id, p, fs.ErrNotExist)
 		}
-		rc, err := s.bs.Get(ctx, key)
+		rc, err := s.files.Get(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: archive %q: file %q: %w", id, p, err)
 		}

@@ -158,16 +158,11 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef) (err 
 	return fh.Sync()
 }
 
-// objectResumptions is how many times in a row a download of one object
-// resumes after its connection broke mid-body (see
-// blobstore.NewResumingReader); the digest check makes resuming safe.
-const objectResumptions = 5
-
 // readVerified copies the object f.Key to w, checking its size and digest
 // in the same pass: a mismatch wraps archive.ErrCorrupt, a missing object
 // says it was deleted.
 func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
-	rc, err := blobstore.NewResumingReader(ctx, s.bs, f.Key, objectResumptions)
+	rc, err := s.files.Get(ctx, f.Key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return fmt.Errorf("deleted from the store (by GC, or never uploaded): %w", err)
 	}

@@ -157,7 +157,11 @@ type writerRecord struct {
 // file, so the hard-linked, unchanged tables of a Pebble checkpoint are
 // not uploaded again.
 type Storage struct {
-	bs       blobstore.Blobstore
+	bs blobstore.Blobstore
+	// files reads state files: through blobstore.WithResumingReads, so
+	// that a connection lost mid-body resumes (files are immutable and
+	// their digests are checked, so a resumed read cannot pass unnoticed).
+	files    blobstore.Blobstore
 	localDir string
 	opts     Options
 
@@ -182,6 +186,7 @@ var _ checkpoint.Storage = (*Storage)(nil)
 func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
 	return &Storage{
 		bs:         bs,
+		files:      blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions),
 		localDir:   localDir,
 		opts:       opts.withDefaults(),
 		recordETag: map[string]string{},

@@ -134,7 +134,7 @@ func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label stri
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint: %w", err)
 	}
-	rc, err := bs.Get(ctx, SavepointKey(label))
+	rc, err := resumingReads(bs).Get(ctx, SavepointKey(label))
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, err)
 	}
@@ -171,7 +171,7 @@ func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error 
 		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
 	}
 	key := SavepointKey(label)
-	rc, err := src.Get(ctx, key)
+	rc, err := resumingReads(src).Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, err)
 	}
@@ -257,4 +257,11 @@ func (v *verifyingReader) result() error {
 		v.verdict, v.haveResult = <-v.done, true
 	}
 	return v.verdict
+}
+
+// resumingReads returns bs with reads that resume after a connection lost
+// mid-body: a savepoint is one large object, and the archive's digests
+// catch a read that mixed two versions of it.
+func resumingReads(bs Blobstore) Blobstore {
+	return blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)
 }
