@@ -475,3 +475,23 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 		return nil
 	}
 }
+
+// IDs lists, ascending, the ids of the checkpoints that have a record in
+// the store (of any status, referenced by a pointer or not).
+func (s *Storage) IDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	for o, err := range s.bs.List(ctx, dirCheckpoints) {
+		if err != nil {
+			return nil, fmt.Errorf("blobstorage: list checkpoints: %w", err)
+		}
+		if id, isRecord, ok := checkpointOfKey(o.Key); ok && isRecord {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Introduced reports whether file f of owner was first uploaded by this
+// checkpoint, rather than referenced from an older one whose upload it
+// shares.
+func (r *Record) Introduced(owner string, f FileRef) bool { return introducedBy(f.Key, owner, r.ID) }

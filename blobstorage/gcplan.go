@@ -1,0 +1,188 @@
+package blobstorage
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// Reason says why GC keeps or deletes something. Every decision a GC run
+// makes carries one, so that an operator can see why (gc --dry-run).
+type Reason string
+
+// Reasons to keep a checkpoint.
+const (
+	KeepPinned          Reason = "pinned by a restore in progress"
+	KeepLatestCompleted Reason = "named by _latest-completed"
+	KeepLatest          Reason = "named by _latest"
+	KeepNewest          Reason = "one of the newest Keep completed checkpoints"
+	KeepUnreadable      Reason = "its record could not be read: kept rather than guessed at"
+	KeepInProgress      Reason = "younger than the grace period: a save may be in progress"
+)
+
+// Reasons to delete.
+const (
+	DropOld          Reason = "completed, older than the newest Keep completed checkpoints"
+	DropAbandoned    Reason = "prepared, older than the latest completed checkpoint: abandoned"
+	DropStale        Reason = "newer than the latest completed checkpoint but older than the grace period: a save that never completed"
+	DropOrphan       Reason = "files without a record, older than the grace period: a save that crashed"
+	DropUnreferenced Reason = "shared file no retained checkpoint references, older than the grace period"
+	DropExpiredPin   Reason = "restore pin older than PinTTL"
+)
+
+// Verdict is GC's decision on one checkpoint.
+type Verdict struct {
+	ID     string `json:"id"`
+	Keep   bool   `json:"keep"`
+	Reason Reason `json:"reason"`
+}
+
+// Deletion is one object GC deletes (or, in a dry run, would delete).
+type Deletion struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	Reason Reason `json:"reason"`
+	// Checkpoint is the id the object belongs to ("" for a shared file).
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// listedCheckpoint is what a listing of checkpoints/<id>/ found.
+type listedCheckpoint struct {
+	id         string
+	record     *Record // nil: no record, or one that could not be read
+	recordInfo blobstore.ObjectInfo
+	hasRecord  bool
+	objects    []blobstore.ObjectInfo // every object under checkpoints/<id>/
+	newest     time.Time
+}
+
+// inventory is everything a GC run reads before it decides.
+type inventory struct {
+	checkpoints     []*listedCheckpoint // sorted by id
+	shared          []blobstore.ObjectInfo
+	pins            []blobstore.ObjectInfo
+	latest          string // id _latest names, or ""
+	latestCompleted string // id _latest-completed names, or ""
+}
+
+// gcPlan is what GC decided, in the order the executor deletes: records
+// before their files (a half-deleted checkpoint never looks whole), then
+// unreferenced shared files, then expired pins.
+type gcPlan struct {
+	verdicts  []Verdict  // one per checkpoint, ascending id
+	deletions []Deletion // in execution order
+	// sharedUnknown is set when a retained record could not be read:
+	// what it references is unknown, so no shared file is deleted.
+	sharedUnknown bool
+}
+
+// planGC decides what to keep and what to delete. It is a pure function of
+// what was listed, the clock and the options: every rule is a line below,
+// and tests exercise it without a store.
+//
+// A checkpoint is kept, for the first reason that applies, when: a pin
+// younger than PinTTL names it; a pointer names it; it is one of the Keep
+// newest completed checkpoints up to _latest-completed; its record exists
+// but cannot be read; or it is newer than _latest-completed (or has no
+// record) and younger than Grace. Every other checkpoint is dropped: its
+// record, then its files. Shared files that no kept record references are
+// deleted once older than Grace, and none at all while a kept record is
+// unreadable. Savepoints are never listed, so never touched.
+func planGC(inv inventory, now time.Time, opts Options) gcPlan {
+	var p gcPlan
+	pinned := map[string]bool{}
+	for _, o := range inv.pins {
+		id, _ := pinOfKey(o.Key)
+		if age(now, o.ModTime) < opts.PinTTL {
+			pinned[id] = true
+		}
+	}
+	L := inv.latestCompleted
+	// The Keep newest completed checkpoints up to L.
+	newest := map[string]bool{}
+	for i := len(inv.checkpoints) - 1; i >= 0 && len(newest) < opts.Keep; i-- {
+		c := inv.checkpoints[i]
+		if c.record != nil && c.record.Completed() && L != "" && c.id <= L {
+			newest[c.id] = true
+		}
+	}
+	kept := map[string]bool{}
+	referenced := map[string]bool{}
+	var drops []*listedCheckpoint
+	for _, c := range inv.checkpoints {
+		keep, reason := verdict(c, now, opts, L, inv.latest, pinned[c.id], newest[c.id])
+		p.verdicts = append(p.verdicts, Verdict{ID: c.id, Keep: keep, Reason: reason})
+		if !keep {
+			drops = append(drops, c)
+			continue
+		}
+		kept[c.id] = true
+		if c.hasRecord && c.record == nil {
+			p.sharedUnknown = true
+		}
+		if c.record != nil {
+			for _, files := range c.record.Files {
+				for _, f := range files {
+					referenced[f.Key] = true
+				}
+			}
+		}
+	}
+	for _, c := range drops {
+		reason := p.verdicts[slices.IndexFunc(p.verdicts, func(v Verdict) bool { return v.ID == c.id })].Reason
+		if c.hasRecord {
+			p.deletions = append(p.deletions, Deletion{Key: c.recordInfo.Key, Size: c.recordInfo.Size, Reason: reason, Checkpoint: c.id})
+		}
+		for _, o := range c.objects {
+			if c.hasRecord && o.Key == c.recordInfo.Key {
+				continue
+			}
+			p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: reason, Checkpoint: c.id})
+		}
+	}
+	if !p.sharedUnknown {
+		for _, o := range inv.shared {
+			if !referenced[o.Key] && age(now, o.ModTime) >= opts.Grace {
+				p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: DropUnreferenced})
+			}
+		}
+	}
+	for _, o := range inv.pins {
+		if age(now, o.ModTime) >= opts.PinTTL {
+			id, _ := pinOfKey(o.Key)
+			p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: DropExpiredPin, Checkpoint: id})
+		}
+	}
+	return p
+}
+
+// verdict applies the retention rules to one checkpoint (see planGC).
+func verdict(c *listedCheckpoint, now time.Time, opts Options, latestCompleted, latest string, pinned, newest bool) (keep bool, why Reason) {
+	switch {
+	case pinned:
+		return true, KeepPinned
+	case c.id == latestCompleted:
+		return true, KeepLatestCompleted
+	case c.id == latest:
+		return true, KeepLatest
+	case newest:
+		return true, KeepNewest
+	case c.hasRecord && c.record == nil:
+		return true, KeepUnreadable
+	case !c.hasRecord:
+		if age(now, c.newest) < opts.Grace {
+			return true, KeepInProgress
+		}
+		return false, DropOrphan
+	case latestCompleted == "" || c.id > latestCompleted:
+		if age(now, c.recordInfo.ModTime) < opts.Grace {
+			return true, KeepInProgress
+		}
+		return false, DropStale
+	case c.record.Completed():
+		return false, DropOld
+	default:
+		return false, DropAbandoned
+	}
+}

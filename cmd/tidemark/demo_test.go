@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/demo"
+)
+
+func TestDemoChecksExactlyOnceAndSaysSo(t *testing.T) {
+	store := fileURL(t.TempDir())
+	var res map[string]any
+	mustJSON(t, "", &res, demoArgs(t.TempDir(), store)...)
+	if res["exactly_once"] != true || res["records"] != float64(20000) || res["checkpoints"] != float64(5) {
+		t.Fatalf("demo JSON %v: want exactly_once, 20000 records, 5 checkpoints", res)
+	}
+}
+
+func TestDemoDefaultsToAFileStoreUnderDir(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := tm(t, "", "demo", "--dir", dir, "--records", "3000", "--slow", "0")
+	if code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, errOut)
+	}
+	want := fileURL(filepath.Join(dir, "store"))
+	if !strings.Contains(errOut, want) || !strings.Contains(errOut, "run the same command again") {
+		t.Fatalf("stderr does not name the store %s or tell how to resume:\n%s", want, errOut)
+	}
+	must(t, want, "verify", "latest-completed")
+}
+
+func TestDemoCrashesWith137AndTheSameCommandResumesOnAnEmptyNode(t *testing.T) {
+	store := fileURL(t.TempDir())
+	args := demoArgs(t.TempDir(), store, "--crash-after-records", "10000")
+	if _, errOut, code := tm(t, "", args...); code != exitCrashed {
+		t.Fatalf("crashing demo: exit %d, want %d\n%s", code, exitCrashed, errOut)
+	}
+	// Another node: a new, empty --dir; same store, same flags.
+	args = demoArgs(t.TempDir(), store, "--crash-after-records", "10000")
+	out, errOut, code := tm(t, "", args...)
+	if code != 0 || !strings.Contains(out, "exactly-once: OK") || !strings.Contains(errOut, "resumed from checkpoint") {
+		t.Fatalf("resumed demo: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+func TestDemoExitsThreeWhenTheOutputIsNotExactlyOnce(t *testing.T) {
+	store := ranDemo(t)
+	ctx := context.Background()
+	bs := openURL(t, store)
+	// A committed transaction the job never produced: counts doubled.
+	body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
+	if err := bs.Put(ctx, "sink/out/"+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := tm(t, "", demoArgs(t.TempDir(), store)...)
+	if code != exitVerify || !strings.Contains(out, "exactly-once: FAILED") {
+		t.Fatalf("demo over a doubled output: exit %d, stdout %q; want 3 and FAILED", code, out)
+	}
+}
+
+// demoInAnotherStore plays the cross-region story with the CLI: the demo
+// runs on store east and crashes mid-way, savepoint L is created there,
+// copied to store west and restored there; then the demo resumes on west.
+// It returns west and the offset of the savepoint.
+func demoInAnotherStore(t *testing.T) (string, float64) {
+	t.Helper()
+	east, west := fileURL(t.TempDir()), fileURL(t.TempDir())
+	if _, errOut, code := tm(t, "", demoArgs(t.TempDir(), east, "--crash-after-records", "10000")...); code != exitCrashed {
+		t.Fatalf("demo on east: exit %d, want %d\n%s", code, exitCrashed, errOut)
+	}
+	must(t, east, "savepoint", "create", "L")
+	must(t, "", "savepoint", "cp", "L", east, west)
+	must(t, west, "savepoint", "restore", "L")
+	var show struct {
+		Offsets map[string]any `json:"offsets"`
+	}
+	mustJSON(t, west, &show, "show", "latest-completed")
+	base, _ := show.Offsets["next"].(float64)
+	if base <= 0 || base >= 20000 {
+		t.Fatalf("savepoint at offset %v: want one mid-way (the test proves nothing)", show.Offsets["next"])
+	}
+	out := must(t, "", demoArgs(t.TempDir(), west)...)
+	want := fmt.Sprintf("exactly-once: OK, 20000 records (output in this store from record %d: resumed from a savepoint), 300 words", int(base))
+	if !strings.Contains(out, want) {
+		t.Fatalf("demo on west: stdout %q, want %q", out, want)
+	}
+	return west, base
+}
+
+func TestDemoResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
+	west, base := demoInAnotherStore(t)
+	// Run again on west (it restores west's own last checkpoint): the
+	// store remembers where its output starts.
+	var res map[string]any
+	mustJSON(t, "", &res, demoArgs(t.TempDir(), west)...)
+	if res["exactly_once"] != true || res["output_from"] != base || res["output_from_savepoint"] == "" {
+		t.Fatalf("demo JSON on west %v: want exactly_once, output_from %v and the savepoint's checkpoint", res, base)
+	}
+	if ok, err := openURL(t, west).Exists(context.Background(), demo.BaseKey); err != nil || !ok {
+		t.Fatalf("%s not in west (%v)", demo.BaseKey, err)
+	}
+}
+
+func TestDemoResumedFromASavepointExitsThreeOnWrongOutput(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, bs blobstore.Blobstore)
+	}{
+		{"a count doubled", func(t *testing.T, bs blobstore.Blobstore) {
+			body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
+			if err := bs.Put(ctx, demo.OutPrefix+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a transaction missing", func(t *testing.T, bs blobstore.Blobstore) {
+			for o, err := range bs.List(ctx, demo.OutPrefix) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := bs.Delete(ctx, o.Key); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			t.Fatal("no output in west: the test proves nothing")
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			west, base := demoInAnotherStore(t)
+			c.damage(t, openURL(t, west))
+			out, _, code := tm(t, "", demoArgs(t.TempDir(), west)...)
+			want := fmt.Sprintf("records expected in this store's output (output in this store from record %d: resumed from a savepoint)", int(base))
+			if code != exitVerify || !strings.Contains(out, "exactly-once: FAILED") || !strings.Contains(out, want) {
+				t.Fatalf("demo over damaged output in west: exit %d, stdout %q; want 3, FAILED and %q", code, out, want)
+			}
+		})
+	}
+}

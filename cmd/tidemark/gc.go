@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark-io/tidemark/blobstorage"
+)
+
+// gcCmd is `tidemark gc`.
+func (a *app) gcCmd() *cobra.Command {
+	var dryRun bool
+	var keep int
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Apply retention: delete checkpoints and files nothing needs",
+		Long: `gc keeps the newest --keep completed checkpoints (and the latest one, pinned ones
+and saves in progress) and deletes older checkpoints, abandoned prepared ones, shared
+files no kept checkpoint references and leftovers of crashed saves (after a grace
+period of an hour). Savepoints are never touched.
+
+--dry-run only reads: it lists every checkpoint it would keep or drop and every
+key it would delete, each with its reason, deletes and writes nothing, and does not take the writer role, so it is safe against a running job.
+
+A real gc takes the writer role, which fences a job running on the store: run it
+when the job is stopped (the demo job garbage-collects by itself). Before that it
+checks that the store enforces conditional writes (see tidemark probe) and
+refuses to run on an endpoint that ignores them.`,
+		Example: `  tidemark gc --dry-run
+  tidemark gc --keep 5 --output json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if keep <= 0 {
+				return usagef("gc: --keep must be positive")
+			}
+			bs, _, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			opts := blobstorage.Options{Keep: keep}
+			// A dry run reads only: taking the writer role (Acquire)
+			// would fence the very job whose store is being inspected.
+			s := blobstorage.New(bs, "", opts)
+			if !dryRun {
+				ws, cleanup, err := writeStorage(ctx, bs, opts)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				s = ws
+			}
+			rep, err := s.GC(ctx, blobstorage.GCOptions{DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			a.emit(map[string]any{"dry_run": dryRun, "report": rep}, func(w io.Writer) {
+				verb := "deleted"
+				if dryRun {
+					verb = "would delete"
+				}
+				for _, v := range rep.Verdicts {
+					what := "drop"
+					if v.Keep {
+						what = "keep"
+					}
+					fmt.Fprintf(w, "%s %s: %s\n", what, v.ID, v.Reason)
+				}
+				for _, d := range rep.Deletions {
+					fmt.Fprintf(w, "%s %s (%s): %s\n", verb, d.Key, humanBytes(d.Size), d.Reason)
+				}
+				if rep.SharedKept != "" {
+					fmt.Fprintf(w, "shared files kept: %s\n", rep.SharedKept)
+				}
+				fmt.Fprintf(w, "gc: kept %d checkpoints %v\n", len(rep.Retained), rep.Retained)
+				fmt.Fprintf(w, "gc: %s %d checkpoints %v, %d objects (%s), %d unreferenced shared files, %d expired pins, %d incomplete uploads\n",
+					verb, len(rep.Dropped), rep.Dropped, rep.Objects, humanBytes(rep.Bytes), rep.SharedObjects, rep.Pins, rep.AbortedUploads)
+			})
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted, delete nothing")
+	cmd.Flags().IntVar(&keep, "keep", blobstorage.DefaultKeep, "completed checkpoints to keep")
+	return cmd
+}

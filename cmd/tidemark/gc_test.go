@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/blobstorage"
+)
+
+func TestGCDryRunReportsAndGCDeletes(t *testing.T) {
+	store := ranDemo(t)
+	var before struct {
+		Checkpoints []checkpointInfo `json:"checkpoints"`
+	}
+	mustJSON(t, store, &before, "ls")
+	var dry struct {
+		DryRun bool                 `json:"dry_run"`
+		Report blobstorage.GCReport `json:"report"`
+	}
+	mustJSON(t, store, &dry, "gc", "--dry-run", "--keep", "1")
+	if !dry.DryRun || len(dry.Report.Retained) != 1 || len(dry.Report.Dropped) != len(before.Checkpoints)-1 {
+		t.Fatalf("gc --dry-run --keep 1 over %d checkpoints: %+v", len(before.Checkpoints), dry)
+	}
+	var after struct {
+		Checkpoints []checkpointInfo `json:"checkpoints"`
+	}
+	mustJSON(t, store, &after, "ls")
+	if len(after.Checkpoints) != len(before.Checkpoints) {
+		t.Fatalf("dry run deleted checkpoints: %d → %d", len(before.Checkpoints), len(after.Checkpoints))
+	}
+	must(t, store, "gc", "--keep", "1")
+	mustJSON(t, store, &after, "ls")
+	if len(after.Checkpoints) != 1 {
+		t.Fatalf("after gc --keep 1: %d checkpoints, want 1", len(after.Checkpoints))
+	}
+	must(t, store, "verify", "latest-completed")
+}
+
+func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
+	store := ranDemo(t)
+	ctx := context.Background()
+	bs := openURL(t, store)
+	// The job is running: it holds the writer role.
+	job := blobstorage.New(bs, t.TempDir(), blobstorage.Options{Keep: 1})
+	epoch, err := job.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := bs.Stat(ctx, "_writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dry struct {
+		Report blobstorage.GCReport `json:"report"`
+	}
+	mustJSON(t, store, &dry, "gc", "--dry-run", "--keep", "1")
+	if len(dry.Report.Dropped) == 0 {
+		t.Fatalf("dry run found nothing to drop: %+v (the test proves nothing)", dry.Report)
+	}
+	if info, err := bs.Stat(ctx, "_writer"); err != nil || info.ETag != writer.ETag {
+		t.Fatalf("gc --dry-run rewrote _writer: %+v, %v (was ETag %q)", info, err, writer.ETag)
+	}
+	// Still the writer: its own GC (a write) is not fenced, and deletes
+	// what the dry run reported.
+	rep, err := job.GC(ctx, blobstorage.GCOptions{})
+	if err != nil || job.Epoch() != epoch {
+		t.Fatalf("the job's GC after gc --dry-run: %v (epoch %d, was %d)", err, job.Epoch(), epoch)
+	}
+	if !slices.Equal(rep.Dropped, dry.Report.Dropped) || rep.Objects != dry.Report.Objects {
+		t.Errorf("dry run reported %+v, the job's GC did %+v", dry.Report, rep)
+	}
+}
+
+func TestGCHelpNoLongerWarnsThatDryRunFences(t *testing.T) {
+	out := must(t, "", "gc", "--help")
+	if !strings.Contains(out, "--dry-run only reads") || strings.Contains(out, "even with --dry-run") {
+		t.Errorf("gc --help does not say that --dry-run is read-only:\n%s", out)
+	}
+}
+
+// The dry run lists every key it would delete with its reason, in text and
+// in JSON (snake_case), and the real run deletes exactly those keys.
+func TestGCDryRunListsEveryKeyWithItsReason(t *testing.T) {
+	dir := t.TempDir()
+	must(t, "", demoArgs(dir, "")...)
+	store := fileURL(filepath.Join(dir, "store"))
+	text := must(t, store, "gc", "--dry-run", "--keep", "1")
+	var dry struct {
+		Report struct {
+			Deletions []struct {
+				Key    string `json:"key"`
+				Size   int64  `json:"size"`
+				Reason string `json:"reason"`
+			} `json:"deletions"`
+			Verdicts []struct {
+				ID     string `json:"id"`
+				Keep   bool   `json:"keep"`
+				Reason string `json:"reason"`
+			} `json:"verdicts"`
+		} `json:"report"`
+	}
+	mustJSON(t, store, &dry, "gc", "--dry-run", "--keep", "1", "--output", "json")
+	if len(dry.Report.Deletions) == 0 || len(dry.Report.Verdicts) == 0 {
+		t.Fatalf("dry run lists no deletion or verdict: %+v", dry.Report)
+	}
+	for _, d := range dry.Report.Deletions {
+		if d.Key == "" || d.Reason == "" {
+			t.Fatalf("deletion without key or reason: %+v", d)
+		}
+		if !strings.Contains(text, "would delete "+d.Key+" (") {
+			t.Fatalf("the text dry run does not list %s:\n%s", d.Key, text)
+		}
+	}
+	bs := openURL(t, store)
+	for _, d := range dry.Report.Deletions {
+		if ok, err := bs.Exists(t.Context(), d.Key); err != nil || !ok {
+			t.Fatalf("the dry run deleted %s (exists %v, %v)", d.Key, ok, err)
+		}
+	}
+	must(t, store, "gc", "--keep", "1")
+	for _, d := range dry.Report.Deletions {
+		if ok, err := bs.Exists(t.Context(), d.Key); err != nil || ok {
+			t.Fatalf("gc left %s that the dry run listed (exists %v, %v)", d.Key, ok, err)
+		}
+	}
+}

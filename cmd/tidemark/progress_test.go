@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestProgressIsQuietWhenNotATerminal(t *testing.T) {
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
+	_, errOut, code := tm(t, "", "savepoint", "cp", "v1", src, fileURL(t.TempDir()))
+	if code != 0 || errOut != "" {
+		t.Fatalf("cp off a terminal: exit %d, stderr %q; want nothing on stderr", code, errOut)
+	}
+}
+
+func TestProgressIsDrawnOnATerminalUnlessTheOutputIsJSON(t *testing.T) {
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
+	cases := []struct {
+		name    string
+		extra   []string
+		wantBar bool
+	}{
+		{"text output", nil, true},
+		{"json output", []string{"--output", "json"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"savepoint", "cp", "v1", src, fileURL(t.TempDir())}, c.extra...)
+			code := run(context.Background(), args, env{
+				stdout:   &out,
+				stderr:   &errb,
+				getenv:   func(string) string { return "" },
+				terminal: true,
+			})
+			bar := strings.Contains(errb.String(), "copy v1 [")
+			if code != 0 || bar != c.wantBar {
+				t.Fatalf("cp on a terminal with %v: exit %d, progress bar %v, want %v\nstderr: %q", c.extra, code, bar, c.wantBar, errb.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+)
+
+func (a *app) verifyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify ID|LABEL",
+		Short: "Re-read a checkpoint or savepoint and check every digest",
+		Long: `verify reads every byte of a checkpoint's state files (or of a savepoint archive)
+from the store and checks each file's size and SHA-256 against the record (or the
+archive manifest). It writes nothing. Exit 3 when anything is missing or corrupt.
+The argument is a checkpoint id (or "latest", "latest-completed") when the store has
+such a checkpoint, else a savepoint label.`,
+		Example: `  tidemark verify latest-completed
+  tidemark verify before-upgrade --store s3://backup/wordcount
+  tidemark verify before-upgrade --output json || echo "corrupt: exit $?"`,
+		Args: exactArgs("ID|LABEL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			bs, s, err := a.openReader(ctx)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			switch id, err := resolveID(ctx, s, name); {
+			case err == nil:
+				rec, err := s.LoadRecord(ctx, id)
+				if err == nil {
+					return a.verifyCheckpoint(ctx, bs, id, rec)
+				}
+				if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
+					return err
+				}
+			case isAlias(name):
+				return err // an alias names a checkpoint, never a savepoint
+			}
+			// Not a checkpoint of the store: a savepoint label, or nothing.
+			if checkpoint.ValidateLabel(name) != nil {
+				return fmt.Errorf("no checkpoint %q: %w", name, checkpoint.ErrNotFound)
+			}
+			info, err := bs.Stat(ctx, checkpoint.SavepointKey(name))
+			if errors.Is(err, blobstore.ErrNotFound) {
+				return fmt.Errorf("no checkpoint or savepoint named %q in the store", name)
+			}
+			if err != nil {
+				return err
+			}
+			return a.verifySavepoint(ctx, bs, name, info.Size)
+		},
+	}
+}
+
+type verifyResult struct {
+	Kind   string `json:"kind"` // "checkpoint" or "savepoint"
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Files  int    `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	Error  string `json:"error,omitempty"`
+	Source string `json:"checkpoint,omitempty"` // a savepoint's checkpoint id
+}
+
+// verifyFailed turns a verification error into the exit-3 kind: corrupt
+// data, or a file the record names that is missing.
+func verifyFailed(err error) error {
+	if errors.Is(err, archive.ErrCorrupt) {
+		return err
+	}
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("%w: %w", errVerify, err)
+	}
+	return err
+}
+
+// reportVerify prints the verdict of a verification, v with OK when err is
+// nil or with the damage err found (exit 3), and returns err. An err that is
+// no verdict (store unreachable, interrupted) is only returned.
+func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error {
+	if err != nil {
+		if err = verifyFailed(err); exitCode(ctx, err) != exitVerify {
+			return err
+		}
+		v.Error = err.Error()
+	}
+	v.OK = err == nil
+	a.emit(v, func(w io.Writer) {
+		if v.OK {
+			fmt.Fprintf(w, "%s %s: OK, %d files, %s verified\n", v.Kind, v.Name, v.Files, humanBytes(v.Bytes))
+		} else {
+			fmt.Fprintf(w, "%s %s: FAILED: %s\n", v.Kind, v.Name, v.Error)
+		}
+	})
+	return err
+}
+
+// verifyCheckpoint re-reads every state file rec, the record of id, names.
+func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id string, rec *blobstorage.Record) error {
+	ci := summarize(id, rec, time.Now())
+	p := a.newProgress("verify "+id, ci.Size)
+	err := readStorage(p.observed(bs)).Verify(ctx, id)
+	p.done()
+	return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: id, Files: ci.Files, Bytes: ci.Size}, err)
+}
+
+// verifySavepoint re-reads the archive of savepoint label (size bytes).
+func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
+	p := a.newProgress("verify "+label, size)
+	rc, err := p.observed(blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)).Get(ctx, checkpoint.SavepointKey(label))
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	m, err := archive.Verify(ctx, rc, archive.Limits{})
+	p.done()
+	v := verifyResult{Kind: "savepoint", Name: label}
+	if err == nil {
+		v.Files, v.Bytes, v.Source = len(m.Files), m.TotalSize(), manifestRecordID(m)
+	}
+	return a.reportVerify(ctx, v, err)
+}
+
+// manifestRecordID returns the checkpoint id of an archive's record ("" if
+// the record does not say).
+func manifestRecordID(m *archive.Manifest) string {
+	var rec struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(m.Record, &rec)
+	return rec.ID
+}
