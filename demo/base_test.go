@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
 // savepointInAnotherStore plays the cross-region story up to the resume:
@@ -21,8 +22,7 @@ func savepointInAnotherStore(t *testing.T) (east, west blobstore.Blobstore, want
 	ctx := context.Background()
 	east, west = fileStore(t), fileStore(t)
 	crashing := node(t, east)
-	crashing.CrashAfter = 10_200
-	if _, err := Run(ctx, crashing); !errors.Is(err, ErrCrashed) {
+	if _, err := Run(demofault.With(ctx, demofault.Faults{CrashAfter: 10_200}), crashing); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("run on east: %v, want ErrCrashed", err)
 	}
 	reader := blobstorage.New(east, "", blobstorage.Options{})
@@ -106,8 +106,8 @@ func TestRunResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
 func TestRunResumedFromASavepointSurvivesACrashInTheNewStore(t *testing.T) {
 	_, west, want := savepointInAnotherStore(t)
 	crashing := node(t, west)
-	crashing.CrashAfter = 16_200 // after west committed some output
-	res, err := Run(context.Background(), crashing)
+	// Crash after west committed some output.
+	res, err := Run(demofault.With(t.Context(), demofault.Faults{CrashAfter: 16_200}), crashing)
 	if !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crashing run on west: %v (%+v), want ErrCrashed", err, res)
 	}

@@ -36,10 +36,10 @@
 //
 // # Recovery
 //
-// [Run] starts by checking that the store enforces conditional writes
-// ([CheckConditionalWrites]: an S3-compatible endpoint may accept
-// If-None-Match and If-Match and ignore them, and then nothing fences a
-// zombie), then takes the writer role (fencing any previous writer),
+// [Run] starts by taking the writer role (fencing any previous writer;
+// Acquire first checks that the store enforces conditional writes, since
+// an S3-compatible endpoint may accept If-None-Match and If-Match and
+// ignore them, and then nothing fences a zombie),
 // lets checkpoint.Recover decide from the latest checkpoint and the sink
 // what to restore, aborts every transaction that can no longer commit,
 // materializes the state (downloading it on an empty node), seeks the
@@ -64,7 +64,7 @@
 // # Errors
 //
 // Run's errors wrap [ErrCrashed] (an injected crash: run again to
-// resume), s3store.ErrConditionsIgnored (the endpoint ignores
+// resume), blobstore.ErrConditionsIgnored (the endpoint ignores
 // conditional writes: the run wrote nothing), [ErrNotExactlyOnce] (the final check failed), [ErrJobMismatch]
 // (the store holds a job with other parameters), checkpoint.ErrFenced
 // (another writer took over: the run stops at once, with a message that

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/demofault"
 	"github.com/tidemark-io/tidemark/state"
 )
 
@@ -95,24 +96,6 @@ type Config struct {
 	// small (1 MiB memtables, 4 MiB cache) so that SSTs are written, and
 	// checkpoints are incremental, even for a small run.
 	State state.Options
-
-	// Slow sleeps this long after every batch, so that a run lasts long
-	// enough to be killed from outside.
-	Slow time.Duration
-	// CrashAfter, if not zero, crashes the run when the source offset
-	// reaches it. The crash happens once per store: just before it, the
-	// run writes the marker CrashMarkerPrefix+<offset> next to the sink's
-	// files, and a run that finds the marker does not crash, so running
-	// the same command again resumes and completes. The crash calls Crash
-	// (the CLI passes one that exits the process with status 137), or,
-	// when Crash is nil, stops the run as a crash would and returns
-	// ErrCrashed.
-	CrashAfter uint64
-	// Crash is the crash of CrashAfter.
-	Crash func()
-	// Hook is passed to the Coordinator (a test seam to crash at each
-	// protocol step); checkpoint.HookHalt ends the run with ErrCrashed.
-	Hook func(step checkpoint.Step, id string) checkpoint.HookAction
 
 	// Progress, if set, receives progress events: at the start, after
 	// every completed checkpoint, about once a second while records flow,
@@ -230,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Storage == nil || cfg.Sink == nil || cfg.Dir == "" {
 		return Result{}, errors.New("demo: run: Storage, Sink and Dir are required")
 	}
-	r := &runner{cfg: cfg, src: NewSource(cfg.Records, cfg.Words)}
+	r := &runner{cfg: cfg, faults: demofault.From(ctx), src: NewSource(cfg.Records, cfg.Words)}
 	res, err := r.run(ctx)
 	if cerr := r.close(); cerr != nil && err == nil {
 		err = cerr
@@ -246,11 +229,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 // runner is the state of one Run.
 type runner struct {
-	cfg   Config
-	src   *Source
-	state *state.Store
-	cnt   *counts
-	coord *checkpoint.Coordinator
+	cfg    Config
+	faults demofault.Faults // injected by the CLI and tests (internal/demofault)
+	src    *Source
+	state  *state.Store
+	cnt    *counts
+	coord  *checkpoint.Coordinator
 
 	lastID  string   // greatest checkpoint id used (any status, any node)
 	local   []string // ids whose local state directory this run may prune
@@ -408,10 +392,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			return checkpoint.HookHalt
 		default:
 		}
-		if cfg.Hook == nil {
+		if r.faults.Hook == nil {
 			return checkpoint.HookContinue
 		}
-		a := cfg.Hook(step, id)
+		a := r.faults.Hook(step, id)
 		if a == checkpoint.HookHalt {
 			r.halt()
 		}
@@ -462,9 +446,9 @@ func (r *runner) process(ctx context.Context, res *Result, ops operatorState) er
 	lastCkpt := time.Now()
 	lastTick := time.Now()
 	sinceCkpt := uint64(0)
-	crashMarker := fmt.Sprintf("%s%d", CrashMarkerPrefix, cfg.CrashAfter)
+	crashMarker := fmt.Sprintf("%s%d", CrashMarkerPrefix, r.faults.CrashAfter)
 	crashArmed := false
-	if cfg.CrashAfter > 0 && r.src.Offset() < cfg.CrashAfter {
+	if r.faults.CrashAfter > 0 && r.src.Offset() < r.faults.CrashAfter {
 		done, err := cfg.Sink.bs.Exists(ctx, crashMarker)
 		if err != nil {
 			return fmt.Errorf("demo: read crash marker: %w", err)
@@ -555,19 +539,19 @@ func (r *runner) process(ctx context.Context, res *Result, ops operatorState) er
 		}
 		sinceCkpt += uint64(n)
 
-		if crashArmed && r.src.Offset() >= cfg.CrashAfter {
+		if crashArmed && r.src.Offset() >= r.faults.CrashAfter {
 			if err := cfg.Sink.bs.Put(ctx, crashMarker, stringsReader(time.Now().UTC().Format(time.RFC3339))); err != nil {
 				return fmt.Errorf("demo: write crash marker: %w", err)
 			}
-			if cfg.Crash != nil {
-				cfg.Crash() // the CLI's never returns
+			if r.faults.Crash != nil {
+				r.faults.Crash() // the CLI's never returns
 			}
 			r.halt()
 			return fmt.Errorf("demo: at offset %d: %w", r.src.Offset(), ErrCrashed)
 		}
-		if cfg.Slow > 0 {
+		if r.faults.Slow > 0 {
 			select {
-			case <-time.After(cfg.Slow):
+			case <-time.After(r.faults.Slow):
 			case <-ctx.Done():
 				return ctx.Err()
 			}

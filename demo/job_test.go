@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/filestore"
+	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
 // node is one machine running the job: its own empty local directory and
@@ -43,7 +44,14 @@ func fileStore(t *testing.T) blobstore.Blobstore {
 
 func mustComplete(t *testing.T, cfg Config) Result {
 	t.Helper()
-	res, err := Run(context.Background(), cfg)
+	return mustRun(t.Context(), t, cfg)
+}
+
+// mustRun runs cfg with ctx (which may carry faults) to the end and checks
+// it ended exactly-once.
+func mustRun(ctx context.Context, t *testing.T, cfg Config) Result {
+	t.Helper()
+	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("run: %v (result %+v)", err, res)
 	}
@@ -81,8 +89,8 @@ func TestRunAgainAfterCompletionOnlyChecks(t *testing.T) {
 func TestRunResumesOnAnEmptyNodeAfterACrashExactlyOnce(t *testing.T) {
 	bs := fileStore(t)
 	crashing := node(t, bs)
-	crashing.CrashAfter = 10_200 // mid-way between checkpoints
-	res, err := Run(context.Background(), crashing)
+	// Crash mid-way between checkpoints.
+	res, err := Run(demofault.With(t.Context(), demofault.Faults{CrashAfter: 10_200}), crashing)
 	if !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crashing run: %v, want ErrCrashed", err)
 	}
@@ -102,7 +110,7 @@ func TestRunResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
 			bs := fileStore(t)
 			crashing := node(t, bs)
 			n := 0
-			crashing.Hook = func(s checkpoint.Step, id string) checkpoint.HookAction {
+			hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
 				if s == step {
 					if n++; n == 3 { // the third checkpoint dies at this step
 						return checkpoint.HookHalt
@@ -110,7 +118,7 @@ func TestRunResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
 				}
 				return checkpoint.HookContinue
 			}
-			if _, err := Run(context.Background(), crashing); !errors.Is(err, ErrCrashed) {
+			if _, err := Run(demofault.With(t.Context(), demofault.Faults{Hook: hook}), crashing); !errors.Is(err, ErrCrashed) {
 				t.Fatalf("crashing run: %v, want ErrCrashed", err)
 			}
 			res := mustComplete(t, node(t, bs))
@@ -130,8 +138,7 @@ func TestRunResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
 func TestRunCancelledMidRunResumesExactlyOnce(t *testing.T) {
 	bs := fileStore(t)
 	cfg := node(t, bs)
-	cfg.Slow = time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(demofault.With(t.Context(), demofault.Faults{Slow: time.Millisecond}))
 	cfg.Progress = func(p Progress) {
 		if p.Event == "checkpoint" && p.Checkpoints == 2 {
 			cancel()
@@ -141,7 +148,7 @@ func TestRunCancelledMidRunResumesExactlyOnce(t *testing.T) {
 		t.Fatalf("cancelled run: %v, want context.Canceled", err)
 	}
 	cancel()
-	cfg.Progress, cfg.Slow = nil, 0
+	cfg.Progress = nil
 	// Same node, same directory: the leftover live state is rebuilt from
 	// the checkpoint, not trusted.
 	res := mustComplete(t, cfg)
@@ -155,11 +162,9 @@ func TestRunWithFileStorageKeepsStateLocally(t *testing.T) {
 	cfg := node(t, fileStore(t))
 	cfg.Storage = checkpoint.NewFileStorage(filepath.Join(dir, "checkpoints"))
 	cfg.PruneLocal = false
-	cfg.CrashAfter = 7000
-	if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrCrashed) {
+	if _, err := Run(demofault.With(t.Context(), demofault.Faults{CrashAfter: 7000}), cfg); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crashing run: %v, want ErrCrashed", err)
 	}
-	cfg.CrashAfter = 0
 	mustComplete(t, cfg)
 }
 

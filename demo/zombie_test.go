@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
 // These tests force the timings of the zombie scenario: node A is cut
@@ -59,7 +60,7 @@ func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *test
 		staged   string
 		stageErr error
 	)
-	b.Hook = func(s checkpoint.Step, id string) checkpoint.HookAction {
+	hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
 		mu.Lock()
 		defer mu.Unlock()
 		// After B persisted prepared (so after B staged), before B
@@ -69,7 +70,7 @@ func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *test
 		}
 		return checkpoint.HookContinue
 	}
-	mustComplete(t, b) // the exactly-once check: no zombie-word in the output
+	mustRun(demofault.With(t.Context(), demofault.Faults{Hook: hook}), t, b) // the exactly-once check: no zombie-word in the output
 	mu.Lock()
 	defer mu.Unlock()
 	if staged == "" || stageErr != nil {
@@ -82,7 +83,7 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 	bs := fileStore(t)
 	zombie := NewSink(bs)
 	b := node(t, bs)
-	b.Hook = func(s checkpoint.Step, id string) checkpoint.HookAction {
+	hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
 		if s == checkpoint.StepPersistPrepared && id == checkpoint.NewID(3) {
 			if err := zombie.Stage(ctx, id, zombieDeltas); err != nil {
 				t.Error(err)
@@ -90,7 +91,7 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 		}
 		return checkpoint.HookContinue
 	}
-	mustComplete(t, b)
+	mustRun(demofault.With(t.Context(), demofault.Faults{Hook: hook}), t, b)
 	out, err := NewSink(bs).Output(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 		fatal    error
 		aborts   []string
 	)
-	b.Hook = func(s checkpoint.Step, id string) checkpoint.HookAction {
+	hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
 		mu.Lock()
 		defer mu.Unlock()
 		if s != checkpoint.StepPersistPrepared || zombieID != "" || id < checkpoint.NewID(3) {
@@ -149,7 +150,7 @@ func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 		zc.Stop()
 		return checkpoint.HookContinue
 	}
-	mustComplete(t, b) // B commits the id, and the check holds
+	mustRun(demofault.With(t.Context(), demofault.Faults{Hook: hook}), t, b) // B commits the id, and the check holds
 	mu.Lock()
 	defer mu.Unlock()
 	if zombieID == "" {
@@ -166,7 +167,6 @@ func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 func TestRunStopsWithAFencedMessageWhenAnotherNodeTakesOver(t *testing.T) {
 	bs := memstore.New()
 	zombie := node(t, bs)
-	zombie.Slow = time.Millisecond
 	takeover := make(chan error, 1)
 	zombie.Progress = func(p Progress) {
 		// Once the zombie completed a checkpoint, another node takes the
@@ -178,7 +178,7 @@ func TestRunStopsWithAFencedMessageWhenAnotherNodeTakesOver(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	res, err := Run(context.Background(), zombie)
+	res, err := Run(demofault.With(t.Context(), demofault.Faults{Slow: time.Millisecond}), zombie)
 	if terr := <-takeover; terr != nil {
 		t.Fatal(terr)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
 // defaultDemoDir is the demo's default working directory.
@@ -140,16 +141,15 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Interval:     f.interval,
 		EveryRecords: f.every,
 		PruneLocal:   true,
-		Slow:         f.slow,
-		CrashAfter:   f.crashAfter,
 		Logger:       slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		GC: func(ctx context.Context) error {
 			_, err := storage.GC(ctx, blobstorage.GCOptions{})
 			return err
 		},
 	}
+	faults := demofault.Faults{Slow: f.slow, CrashAfter: f.crashAfter}
 	if f.crashAfter > 0 && a.env.crash != nil {
-		cfg.Crash = func() {
+		faults.Crash = func() {
 			fmt.Fprintf(stderr, "tidemark demo: crashing now at record %d (--crash-after-records): exit %d, no cleanup\n", f.crashAfter, exitCrashed)
 			a.env.crash()
 		}
@@ -171,7 +171,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		}
 	}
 
-	res, err := demo.Run(ctx, cfg)
+	res, err := demo.Run(demofault.With(ctx, faults), cfg)
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := map[string]any{
 		"store":            storeURL,
