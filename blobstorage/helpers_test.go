@@ -276,13 +276,6 @@ func record(id string, status checkpoint.Status) *checkpoint.CheckpointData {
 	}
 }
 
-func mustSave(t *testing.T, s checkpoint.Storage, d *checkpoint.CheckpointData) {
-	t.Helper()
-	if err := s.Save(t.Context(), d); err != nil {
-		t.Fatalf("Save(%s): %v", d.ID, err)
-	}
-}
-
 func idOf(d *checkpoint.CheckpointData) string {
 	if d == nil {
 		return "<nil>"
