@@ -109,7 +109,7 @@ type stateFiles map[string]map[string]string
 func newWriter(t *testing.T, bs blobstore.Blobstore, opts Options) *Storage {
 	t.Helper()
 	s := New(bs, t.TempDir(), opts)
-	if _, err := s.Acquire(context.Background()); err != nil {
+	if _, err := s.Acquire(t.Context()); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	return s
@@ -151,7 +151,7 @@ func saveState(t *testing.T, s checkpoint.Storage, id string, status checkpoint.
 	t.Helper()
 	d := record(id, status)
 	d.StateDirs = writeState(t, s, id, files)
-	if err := s.Save(context.Background(), d); err != nil {
+	if err := s.Save(t.Context(), d); err != nil {
 		t.Fatalf("Save(%s): %v", id, err)
 	}
 	return d
@@ -199,7 +199,7 @@ func flatten(files stateFiles, resolve func(owner, p, content string) string) ma
 func restoreElsewhere(t *testing.T, bs blobstore.Blobstore, id string) map[string]string {
 	t.Helper()
 	s := New(bs, t.TempDir(), Options{})
-	if err := s.Restore(context.Background(), id); err != nil {
+	if err := s.Restore(t.Context(), id); err != nil {
 		t.Fatalf("Restore(%s) on a fresh node: %v", id, err)
 	}
 	return readTree(t, s.StateDir(id))

@@ -2,7 +2,6 @@ package blobstore_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -12,7 +11,7 @@ import (
 )
 
 func TestWithPrefixConfinesKeys(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	base := memstore.New()
 	job, err := blobstore.WithPrefix(base, "jobs/a/")
 	if err != nil {
@@ -65,7 +64,7 @@ func TestWithPrefixRejectsBadPrefix(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	bs, err := blobstore.Open(ctx, "mem://")
 	if err != nil {
 		t.Fatalf("Open(mem://): %v", err)

@@ -56,7 +56,7 @@ func (f *flakyStore) GetRange(ctx context.Context, key string, off, n int64) (io
 }
 
 func TestResumingReaderResumesWhereTheConnectionBroke(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	data := blobstoretest.Payload(1, 1<<20)
 	fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
 	fs.fails.Store(3)
@@ -81,7 +81,7 @@ func TestResumingReaderResumesWhereTheConnectionBroke(t *testing.T) {
 }
 
 func TestResumingReaderGivesUpAfterItsRetries(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	// Every reader fails before its first byte: no progress, so the
 	// failures count up to the limit.
 	fs := &flakyStore{Blobstore: memstore.New(), cut: 0}
@@ -103,13 +103,13 @@ func TestResumingReaderGivesUpAfterItsRetries(t *testing.T) {
 }
 
 func TestResumingReaderDoesNotRetryAMissingKey(t *testing.T) {
-	if _, err := blobstore.NewResumingReader(context.Background(), memstore.New(), "nope", 3); !errors.Is(err, blobstore.ErrNotFound) {
+	if _, err := blobstore.NewResumingReader(t.Context(), memstore.New(), "nope", 3); !errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatalf("NewResumingReader of a missing key = %v, want ErrNotFound", err)
 	}
 }
 
 func TestResumingReaderStopsWhenContextEnds(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	fs := &flakyStore{Blobstore: memstore.New(), cut: 10}
 	fs.fails.Store(100)
 	if err := fs.Put(ctx, "k", bytes.NewReader(make([]byte, 1000))); err != nil {

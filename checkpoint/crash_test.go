@@ -156,7 +156,7 @@ type msg struct {
 // pipeline, like a process that dies.
 func runPipeline(t *testing.T, s *FileStorage, b *broker, oc *offsetCommitter, start runStart, hook func(Step, string) HookAction) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
 	halted := make(chan struct{})

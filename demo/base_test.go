@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -19,7 +18,7 @@ import (
 // there. It returns both stores and the Base the resumed job must report.
 func savepointInAnotherStore(t *testing.T) (east, west blobstore.Blobstore, want Base) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	east, west = fileStore(t), fileStore(t)
 	crashing := node(t, east)
 	if _, err := Run(demofault.With(ctx, demofault.Faults{CrashAfter: 10_200}), crashing); !errors.Is(err, ErrCrashed) {
@@ -72,7 +71,7 @@ func TestRunResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
 	// east's output up to the savepoint and west's output together hold
 	// every record exactly once (east may have committed more before its
 	// crash: that output is not the savepoint's).
-	ctx := context.Background()
+	ctx := t.Context()
 	total := Output{Counts: map[string]uint64{}}
 	for info, err := range east.List(ctx, OutPrefix) {
 		if err != nil {
@@ -121,7 +120,7 @@ func TestRunResumedFromASavepointSurvivesACrashInTheNewStore(t *testing.T) {
 }
 
 func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	// committed returns the ids of the committed transactions of bs.
 	committed := func(t *testing.T, bs blobstore.Blobstore) []string {
 		t.Helper()
@@ -224,7 +223,7 @@ func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
 }
 
 func TestRunStartingFreshRemovesAStaleBaseMarker(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := fileStore(t)
 	stale := `{"offset":9000,"checkpoint":"` + checkpoint.NewID(3) + `"}`
 	if err := bs.Put(ctx, BaseKey, strings.NewReader(stale)); err != nil {
@@ -243,7 +242,7 @@ func TestRunStartingFreshRemovesAStaleBaseMarker(t *testing.T) {
 }
 
 func TestRunOnFileStorageResumedFromASavepointIsExactlyOnce(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	_, west, want := savepointInAnotherStore(t)
 	// The savepoint restored into a FileStorage, the sink in west.
 	dir := t.TempDir()

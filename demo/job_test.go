@@ -71,7 +71,7 @@ func TestRunToCompletionIsExactlyOnce(t *testing.T) {
 	if res.Checkpoints != 7 {
 		t.Fatalf("%d checkpoints completed, want 7", res.Checkpoints)
 	}
-	latest, err := cfg.Storage.LoadLatestCompleted(context.Background())
+	latest, err := cfg.Storage.LoadLatestCompleted(t.Context())
 	if err != nil || latest == nil || latest.ID != res.LastID {
 		t.Fatalf("latest completed = %v, %v; want %s", latest, err, res.LastID)
 	}
@@ -173,13 +173,13 @@ func TestRunRefusesAStoreOfAnotherJob(t *testing.T) {
 	mustComplete(t, node(t, bs))
 	other := node(t, bs)
 	other.Records = 30_000
-	if _, err := Run(context.Background(), other); !errors.Is(err, ErrJobMismatch) {
+	if _, err := Run(t.Context(), other); !errors.Is(err, ErrJobMismatch) {
 		t.Fatalf("run with other records: %v, want ErrJobMismatch", err)
 	}
 }
 
 func TestRunDetectsOutputProducedTwice(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := fileStore(t)
 	cfg := node(t, bs)
 	mustComplete(t, cfg)

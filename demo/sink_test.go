@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"testing"
@@ -23,7 +22,7 @@ func newFileSink(t *testing.T) (*Sink, blobstore.Blobstore) {
 
 func output(t *testing.T, s *Sink) Output {
 	t.Helper()
-	out, err := s.Output(context.Background())
+	out, err := s.Output(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +35,7 @@ var (
 )
 
 func TestSinkStagedOutputIsInvisibleUntilCommitted(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, _ := newFileSink(t)
 	if err := s.Stage(ctx, id1, map[string]uint64{"a": 2, "b": 1}); err != nil {
 		t.Fatal(err)
@@ -54,7 +53,7 @@ func TestSinkStagedOutputIsInvisibleUntilCommitted(t *testing.T) {
 }
 
 func TestSinkCommitIsIdempotent(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, _ := newFileSink(t)
 	if err := s.Stage(ctx, id1, map[string]uint64{"a": 1}); err != nil {
 		t.Fatal(err)
@@ -70,7 +69,7 @@ func TestSinkCommitIsIdempotent(t *testing.T) {
 }
 
 func TestSinkAbortRemovesTheStagedOutputAndForbidsCommit(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, _ := newFileSink(t)
 	if err := s.Stage(ctx, id1, map[string]uint64{"a": 1}); err != nil {
 		t.Fatal(err)
@@ -91,7 +90,7 @@ func TestSinkAbortRemovesTheStagedOutputAndForbidsCommit(t *testing.T) {
 }
 
 func TestSinkAbortAfterCommitFails(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, _ := newFileSink(t)
 	if err := s.Stage(ctx, id1, map[string]uint64{"a": 1}); err != nil {
 		t.Fatal(err)
@@ -108,7 +107,7 @@ func TestSinkAbortAfterCommitFails(t *testing.T) {
 }
 
 func TestSinkCommittedAnswersFromTheDurableOutcome(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, bs := newFileSink(t)
 	for _, id := range []string{id1, id2} {
 		if err := s.Stage(ctx, id, map[string]uint64{"a": 1}); err != nil {
@@ -129,7 +128,7 @@ func TestSinkCommittedAnswersFromTheDurableOutcome(t *testing.T) {
 }
 
 func TestSinkAZombieCannotCommitOnceRecoveryDecidedNo(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	zombie, bs := newFileSink(t)
 	if err := zombie.Stage(ctx, id1, map[string]uint64{"a": 1}); err != nil {
 		t.Fatal(err)
@@ -149,7 +148,7 @@ func TestSinkAZombieCannotCommitOnceRecoveryDecidedNo(t *testing.T) {
 }
 
 func TestSinkSweepAbortsOpenTransactionsAndKeepsCommitted(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, bs := newFileSink(t)
 	for _, id := range []string{id1, id2} {
 		if err := s.Stage(ctx, id, map[string]uint64{"a": 1}); err != nil {
@@ -175,7 +174,7 @@ func TestSinkSweepAbortsOpenTransactionsAndKeepsCommitted(t *testing.T) {
 }
 
 func TestSinkRejectsCorruptOutput(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, bs := newFileSink(t)
 	if err := bs.Put(ctx, OutPrefix+id1, stringsReader(committedHeader+id1+"\na\tnot-a-number\n")); err != nil {
 		t.Fatal(err)

@@ -62,12 +62,12 @@ func TestRunRefusesAStoreThatIgnoresConditionalWritesAndWritesNothing(t *testing
 			}
 			cfg := node(t, storageBS)
 			cfg.Sink = NewSink(sinkBS)
-			res, err := Run(context.Background(), cfg)
+			res, err := Run(t.Context(), cfg)
 			if !errors.Is(err, s3store.ErrConditionsIgnored) || !strings.Contains(err.Error(), "does not enforce conditional writes") {
 				t.Fatalf("run: %v (result %+v): want the refusal wrapping ErrConditionsIgnored", err, res)
 			}
 			for _, mem := range []*memstore.Store{storageMem, sinkMem} {
-				for info, err := range mem.List(context.Background(), "") {
+				for info, err := range mem.List(t.Context(), "") {
 					if err != nil {
 						t.Fatal(err)
 					}

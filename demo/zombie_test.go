@@ -25,7 +25,7 @@ import (
 var zombieDeltas = map[string]uint64{"zombie-word": 1000}
 
 func TestSinkCommitsOnlyItsOwnStagedOutputWhenAZombieStagesTheSameID(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	b, bs := newFileSink(t)
 	zombie := NewSink(bs)
 	if err := b.Stage(ctx, id2, map[string]uint64{"a": 1}); err != nil {
@@ -51,7 +51,7 @@ func TestSinkCommitsOnlyItsOwnStagedOutputWhenAZombieStagesTheSameID(t *testing.
 }
 
 func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := fileStore(t)
 	zombie := NewSink(bs)
 	b := node(t, bs)
@@ -79,7 +79,7 @@ func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *test
 }
 
 func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := fileStore(t)
 	zombie := NewSink(bs)
 	b := node(t, bs)
@@ -109,7 +109,7 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 // A zombie with a real, fenced BlobStorage fails to persist the same id
 // B is about to commit; its Coordinator must not abort that id.
 func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := memstore.New()
 	zombieStorage := blobstorage.New(bs, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{})
 	if _, err := zombieStorage.Acquire(ctx); err != nil { // A was the writer; B's Run fences it
@@ -173,7 +173,7 @@ func TestRunStopsWithAFencedMessageWhenAnotherNodeTakesOver(t *testing.T) {
 		// writer role.
 		if p.Event == "checkpoint" && p.Checkpoints == 1 {
 			other := blobstorage.New(bs, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{})
-			_, err := other.Acquire(context.Background())
+			_, err := other.Acquire(t.Context())
 			takeover <- err
 		}
 	}
@@ -191,7 +191,7 @@ func TestRunStopsWithAFencedMessageWhenAnotherNodeTakesOver(t *testing.T) {
 		t.Fatalf("zombie read to offset %d of %d after being fenced (in %s)", res.EndOffset, zombie.Records, time.Since(start))
 	}
 	// It aborted nothing: its open transaction is the new writer's to decide.
-	out, err := NewSink(bs).Output(context.Background())
+	out, err := NewSink(bs).Output(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestRunStopsWithAFencedMessageWhenAnotherNodeTakesOver(t *testing.T) {
 }
 
 func TestCommittedRefusesOutputCommittedByAnotherWriterThanTheCheckpoints(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	zombie, bs := newFileSink(t)
 	b := NewSink(bs)
 	if err := zombie.Stage(ctx, id2, zombieDeltas); err != nil {
@@ -227,7 +227,7 @@ func TestCommittedRefusesOutputCommittedByAnotherWriterThanTheCheckpoints(t *tes
 }
 
 func TestSinkOutputRejectsABodyThatDoesNotMatchItsDigest(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	s, bs := newFileSink(t)
 	if err := s.Stage(ctx, id1, map[string]uint64{"a": 1}); err != nil {
 		t.Fatal(err)

@@ -69,28 +69,40 @@ func (o *Options) defaults() {
 }
 
 // Run runs the conformance suite. open returns a fresh, empty store for
-// each subtest.
+// each subtest; the subtests run in parallel (t.Parallel), so open must
+// be safe to call concurrently.
 func Run(t *testing.T, open func(t *testing.T) blobstore.Blobstore, opts Options) {
 	opts.defaults()
 	s := &suite{open: open, opts: opts}
-	t.Run("RoundTrip", s.testRoundTrip)
-	t.Run("Overwrite", s.testOverwrite)
-	t.Run("Missing", s.testMissing)
-	t.Run("InvalidKeys", s.testInvalidKeys)
-	t.Run("ValidUnusualKeys", s.testValidUnusualKeys)
-	t.Run("GetRange", s.testGetRange)
-	t.Run("Stat", s.testStat)
-	t.Run("ListOrderAndPaging", s.testListOrderAndPaging)
-	t.Run("ListPrefixSemantics", s.testListPrefixSemantics)
-	t.Run("ListInvalidPrefix", s.testListInvalidPrefix)
-	t.Run("ListStopEarly", s.testListStopEarly)
-	t.Run("PutIfAbsent", s.testPutIfAbsent)
-	t.Run("PutIfMatch", s.testPutIfMatch)
-	t.Run("PutIfMatchRace", s.testPutIfMatchRace)
-	t.Run("PutIfAbsentRace", s.testPutIfAbsentRace)
-	t.Run("PutReaderFails", s.testPutReaderFails)
-	t.Run("PutContextCancelled", s.testPutContextCancelled)
-	t.Run("Delete", s.testDelete)
+	p := &parallel{T: t}
+	p.Run("RoundTrip", s.testRoundTrip)
+	p.Run("Overwrite", s.testOverwrite)
+	p.Run("Missing", s.testMissing)
+	p.Run("InvalidKeys", s.testInvalidKeys)
+	p.Run("ValidUnusualKeys", s.testValidUnusualKeys)
+	p.Run("GetRange", s.testGetRange)
+	p.Run("Stat", s.testStat)
+	p.Run("ListOrderAndPaging", s.testListOrderAndPaging)
+	p.Run("ListPrefixSemantics", s.testListPrefixSemantics)
+	p.Run("ListInvalidPrefix", s.testListInvalidPrefix)
+	p.Run("ListStopEarly", s.testListStopEarly)
+	p.Run("PutIfAbsent", s.testPutIfAbsent)
+	p.Run("PutIfMatch", s.testPutIfMatch)
+	p.Run("PutIfMatchRace", s.testPutIfMatchRace)
+	p.Run("PutIfAbsentRace", s.testPutIfAbsentRace)
+	p.Run("PutReaderFails", s.testPutReaderFails)
+	p.Run("PutContextCancelled", s.testPutContextCancelled)
+	p.Run("Delete", s.testDelete)
+}
+
+// parallel runs each subtest of Run in parallel with the others.
+type parallel struct{ *testing.T }
+
+func (p *parallel) Run(name string, f func(t *testing.T)) bool {
+	return p.T.Run(name, func(t *testing.T) {
+		t.Parallel()
+		f(t)
+	})
 }
 
 type suite struct {

@@ -32,7 +32,7 @@ import (
 )
 
 // Run runs the suite. newStorage returns a new, empty Storage ready for
-// writes, for each subtest.
+// writes, for each subtest; the subtests run in parallel.
 func Run(t *testing.T, newStorage func(t *testing.T) checkpoint.Storage) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -50,7 +50,10 @@ func Run(t *testing.T, newStorage func(t *testing.T) checkpoint.Storage) {
 		{"StateDirsAreMaterialized", testStateDirs},
 		{"StateDirOfInvalidIDIsEmpty", testInvalidStateDir},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStorage(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each subtest has a Storage of its own
+			tc.fn(t, newStorage(t))
+		})
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -50,7 +49,7 @@ func TestDemoCrashesWith137AndTheSameCommandResumesOnAnEmptyNode(t *testing.T) {
 
 func TestDemoExitsThreeWhenTheOutputIsNotExactlyOnce(t *testing.T) {
 	store := ranDemo(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := openURL(t, store)
 	// A committed transaction the job never produced: counts doubled.
 	body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
@@ -101,13 +100,13 @@ func TestDemoResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
 	if res["exactly_once"] != true || res["output_from"] != base || res["output_from_savepoint"] == "" {
 		t.Fatalf("demo JSON on west %v: want exactly_once, output_from %v and the savepoint's checkpoint", res, base)
 	}
-	if ok, err := openURL(t, west).Exists(context.Background(), demo.BaseKey); err != nil || !ok {
+	if ok, err := openURL(t, west).Exists(t.Context(), demo.BaseKey); err != nil || !ok {
 		t.Fatalf("%s not in west (%v)", demo.BaseKey, err)
 	}
 }
 
 func TestDemoResumedFromASavepointExitsThreeOnWrongOutput(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, bs blobstore.Blobstore)

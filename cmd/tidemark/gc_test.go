@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,7 +40,7 @@ func TestGCDryRunReportsAndGCDeletes(t *testing.T) {
 
 func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
 	store := ranDemo(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := openURL(t, store)
 	// The job is running: it holds the writer role.
 	job := blobstorage.New(bs, t.TempDir(), blobstorage.Options{Keep: 1})

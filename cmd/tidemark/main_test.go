@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/url"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 func tm(t *testing.T, storeEnvValue string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, env{
+	code := run(t.Context(), args, env{
 		stdout: &out,
 		stderr: &errb,
 		getenv: func(k string) string {
@@ -72,7 +71,7 @@ func ranDemo(t *testing.T) string {
 
 func openURL(t *testing.T, u string) blobstore.Blobstore {
 	t.Helper()
-	bs, err := blobstore.Open(context.Background(), u)
+	bs, err := blobstore.Open(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
 	}

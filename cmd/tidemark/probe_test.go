@@ -58,7 +58,7 @@ func TestProbeOnMinIOSaysConditionalWritesAreEnforcedAndLeavesNothing(t *testing
 	if res != (probeResult{Store: store, Probed: true, ConditionalWrites: "enforced", OK: true}) {
 		t.Fatalf("probe --output json on MinIO: %+v", res)
 	}
-	for info, err := range openURL(t, store).List(context.Background(), "") {
+	for info, err := range openURL(t, store).List(t.Context(), "") {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 )
@@ -31,7 +30,7 @@ func TestProgressIsDrawnOnATerminalUnlessTheOutputIsJSON(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			args := append([]string{"savepoint", "cp", "v1", src, fileURL(t.TempDir())}, c.extra...)
-			code := run(context.Background(), args, env{
+			code := run(t.Context(), args, env{
 				stdout:   &out,
 				stderr:   &errb,
 				getenv:   func(string) string { return "" },

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -55,7 +54,7 @@ func TestSavepointCopyRefusesACorruptSavepoint(t *testing.T) {
 	src := ranDemo(t)
 	dst := fileURL(t.TempDir())
 	must(t, src, "savepoint", "create", "v1")
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := openURL(t, src)
 	rc, err := bs.Get(ctx, checkpoint.SavepointKey("v1"))
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -15,7 +14,7 @@ func TestVerifyCheckpointDetectsCorruptionWithExitThree(t *testing.T) {
 		Files map[string][]blobstorage.FileRef `json:"files"`
 	}
 	mustJSON(t, store, &show, "show", "latest-completed")
-	ctx := context.Background()
+	ctx := t.Context()
 	bs := openURL(t, store)
 	victim := show.Files["counts"][0].Key
 	if err := bs.Put(ctx, victim, strings.NewReader("not the state")); err != nil {
