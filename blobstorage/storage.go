@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/pebblefile"
 )
 
 // Defaults of Options.
@@ -56,7 +57,8 @@ type Options struct {
 	// Classify reports whether a state file, named by its slash-separated
 	// path relative to its owner's state directory, is immutable once
 	// written and can therefore be shared by later checkpoints. Default:
-	// names ending in ".sst" or ".blob" (Pebble tables and blob files).
+	// Pebble table and blob file names (digits, then ".sst" or ".blob"),
+	// the rule state.Classify applies.
 	Classify func(relPath string) bool
 }
 
@@ -81,13 +83,9 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Classify == nil {
-		o.Classify = defaultClassify
+		o.Classify = pebblefile.Immutable
 	}
 	return o
-}
-
-func defaultClassify(rel string) bool {
-	return strings.HasSuffix(rel, ".sst") || strings.HasSuffix(rel, ".blob")
 }
 
 // FileRef locates one state file of a checkpoint in the store.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/tidemark-io/tidemark/internal/fsync"
 )
 
 // Checkpoint takes a native Pebble checkpoint of every owner into
@@ -50,7 +51,7 @@ func (s *Store) Checkpoint(ctx context.Context, dir string) (map[string]string, 
 	}
 	s.mu.Unlock()
 
-	if err := mkdirAllSync(dir); err != nil {
+	if err := fsync.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state: checkpoint %q: %w", dir, err)
 	}
 	var created []string
@@ -81,7 +82,7 @@ func (s *Store) Checkpoint(ctx context.Context, dir string) (map[string]string, 
 		created = append(created, dst)
 		out[o.id] = o.id
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return fail(fmt.Errorf("state: checkpoint %q: %w", dir, err))
 	}
 	return out, nil
@@ -129,7 +130,7 @@ func materialize(ctx context.Context, srcDir, workDir string) error {
 	}
 
 	parent := filepath.Dir(filepath.Clean(workDir))
-	if err := mkdirAllSync(parent); err != nil {
+	if err := fsync.MkdirAll(parent, 0o755); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(workDir)+".restore-*")
@@ -173,7 +174,7 @@ func materialize(ctx context.Context, srcDir, workDir string) error {
 	ds := slices.Collect(maps.Keys(dirs))
 	slices.SortFunc(ds, func(a, b string) int { return len(b) - len(a) })
 	for _, d := range ds {
-		if err := syncDir(d); err != nil {
+		if err := fsync.Dir(d); err != nil {
 			return err
 		}
 	}
@@ -187,7 +188,7 @@ func materialize(ctx context.Context, srcDir, workDir string) error {
 		return err
 	}
 	done = true
-	return syncDir(parent)
+	return fsync.Dir(parent)
 }
 
 // within reports whether path is root or lies under it (lexically, after

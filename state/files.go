@@ -7,10 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tidemark-io/tidemark/internal/pebblefile"
 )
 
 // FileKind says how a file of a checkpoint may be stored.
@@ -45,20 +46,10 @@ func (k FileKind) String() string {
 // or ".blob"); everything else is Private, which is always safe: a private
 // file is merely uploaded again.
 func Classify(relPath string) FileKind {
-	base := path.Base(filepath.ToSlash(relPath))
-	stem, ok := strings.CutSuffix(base, ".sst")
-	if !ok {
-		stem, ok = strings.CutSuffix(base, ".blob")
+	if pebblefile.Immutable(relPath) {
+		return Immutable
 	}
-	if !ok || stem == "" {
-		return Private
-	}
-	for i := 0; i < len(stem); i++ {
-		if stem[i] < '0' || stem[i] > '9' {
-			return Private
-		}
-	}
-	return Immutable
+	return Private
 }
 
 // FileInfo describes one file of a checkpoint directory.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/tidemark-io/tidemark/internal/fsync"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
@@ -116,7 +117,7 @@ type Store struct {
 // dir must be used by the Store alone.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	if err := mkdirAllSync(dir); err != nil {
+	if err := fsync.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state: open %q: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -176,7 +177,7 @@ func (s *Store) Owner(id string) (*Owner, error) {
 		return nil, fmt.Errorf("state: owner %q: open: %w", id, err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {
-		if err := syncDir(s.dir); err != nil {
+		if err := fsync.Dir(s.dir); err != nil {
 			return nil, errors.Join(fmt.Errorf("state: owner %q: %w", id, err), db.Close())
 		}
 	}
