@@ -148,6 +148,11 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 	if err := os.RemoveAll(stateDir); err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
+	// Created even with no owner: a checkpoint without state has a state
+	// directory too, as Save leaves it.
+	if err := os.Mkdir(stateDir, 0o755); err != nil {
+		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+	}
 	for _, owner := range slices.Sorted(maps.Keys(cp.StateDirs)) {
 		to := filepath.Join(stateDir, filepath.FromSlash(cp.StateDirs[owner]))
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
