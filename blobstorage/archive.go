@@ -48,11 +48,11 @@ func (s *Storage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, 
 	open := func(ctx context.Context, p string) (io.ReadCloser, error) {
 		key, ok := keys[p]
 		if !ok {
-			return nil, fmt.Errorf("checkpoint: archive %q: no file %q: %w", id, p, fs.ErrNotExist)
+			return nil, fmt.Errorf("blobstorage: archive %q: no file %q: %w", id, p, fs.ErrNotExist)
 		}
 		rc, err := s.files.Get(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: archive %q: file %q: %w", id, p, err)
+			return nil, fmt.Errorf("blobstorage: archive %q: file %q: %w", id, p, err)
 		}
 		return rc, nil
 	}

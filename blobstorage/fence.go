@@ -39,7 +39,7 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 	}
 	epoch, etag, err := s.takeEpoch(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint: acquire: %w", err)
+		return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 	}
 	s.epoch, s.writerETag, s.fenced = epoch, etag, false
 	clear(s.recordETag)
@@ -51,7 +51,7 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 			if errors.Is(err, checkpoint.ErrFenced) {
 				s.fenced = true
 			}
-			return 0, fmt.Errorf("checkpoint: acquire: %w", err)
+			return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 		}
 	}
 	s.opts.Logger.Debug("checkpoint: writer acquired", "epoch", epoch, "writer", s.opts.WriterName)

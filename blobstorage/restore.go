@@ -39,35 +39,35 @@ import (
 // checkpoint that hard-links them references them instead of uploading.
 func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 	if err := checkpoint.ValidateID(id); err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	unpin, err := s.pin(ctx, id)
 	if err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	defer unpin()
 	rec, err := s.readRecord(ctx, id)
 	if err != nil {
-		return fmt.Errorf("checkpoint: restore: %w", err)
+		return fmt.Errorf("blobstorage: restore: %w", err)
 	}
 	dst := s.StateDir(id)
 	if _, err := os.Lstat(dst); err == nil {
 		if err := checkSizes(dst, rec); err != nil {
-			return fmt.Errorf("checkpoint: restore %q: %s exists and does not match the record: %w", id, dst, err)
+			return fmt.Errorf("blobstorage: restore %q: %s exists and does not match the record: %w", id, dst, err)
 		}
 		s.seedCache(dst, rec)
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	if err := os.MkdirAll(s.localDir, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	// The temporary name starts with '.' and contains ".tmp-", the
 	// pattern checkpoint.FileStorage.SweepOrphans removes after a crash.
 	tmp, err := os.MkdirTemp(s.localDir, checkpoint.TempPattern(checkpoint.StateDirName(id)))
 	if err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	defer func() {
 		if err != nil {
@@ -75,18 +75,18 @@ func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 		}
 	}()
 	if err := s.download(ctx, tmp, rec); err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	// Directories are fsynced before the rename, so that the renamed
 	// tree is durable; the parent after it, so that the rename is.
 	if err := fsync.Tree(tmp); err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	if err := fsync.Dir(s.localDir); err != nil {
-		return fmt.Errorf("checkpoint: restore %q: %w", id, err)
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	s.seedCache(dst, rec)
 	return nil
@@ -201,7 +201,7 @@ func (s *Storage) Verify(ctx context.Context, id string) error {
 		for _, f := range rec.Files[owner] {
 			g.Go(func() error {
 				if err := s.verifyObject(gctx, f); err != nil {
-					return fmt.Errorf("checkpoint: verify %q: owner %q file %s (key %q): %w", id, owner, f.Path, f.Key, err)
+					return fmt.Errorf("blobstorage: verify %q: owner %q file %s (key %q): %w", id, owner, f.Path, f.Key, err)
 				}
 				return nil
 			})

@@ -112,31 +112,31 @@ type localFile struct {
 // Save needs the writer role (Acquire).
 func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) error {
 	if err := checkpoint.ValidateRecord(data); err != nil {
-		return fmt.Errorf("checkpoint: save: %w", err)
+		return fmt.Errorf("blobstorage: save: %w", err)
 	}
 	id := data.ID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkWriterLocked(ctx); err != nil {
-		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	_, resave := s.recordETag[id]
 	if !resave {
 		latest, _, _, err := s.readPointer(ctx, keyLatest, false)
 		if err != nil {
-			return fmt.Errorf("checkpoint: save %q: %w", id, err)
+			return fmt.Errorf("blobstorage: save %q: %w", id, err)
 		}
 		if latest.ID != "" && latest.ID >= id {
-			return fmt.Errorf("checkpoint: save %q: not newer than the latest checkpoint %q (ids sort in creation order)", id, latest.ID)
+			return fmt.Errorf("blobstorage: save %q: not newer than the latest checkpoint %q (ids sort in creation order)", id, latest.ID)
 		}
 	}
 
 	files, err := s.walkStateDirs(data)
 	if err != nil {
-		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	if err := s.uploadFiles(ctx, id, files); err != nil {
-		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	rec := &Record{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}}
 	for owner := range data.StateDirs {
@@ -146,7 +146,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) err
 		rec.Files[f.owner] = append(rec.Files[f.owner], f.ref)
 	}
 	if err := s.writeRecordLocked(ctx, rec); err != nil {
-		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	// Cache the uploaded immutable files only now: a failed Save may have
 	// uploaded some, but they are not worth trusting across a failure.
@@ -158,7 +158,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) err
 		}
 	}
 	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
-		return fmt.Errorf("checkpoint: save %q: %w", id, err)
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	return nil
 }

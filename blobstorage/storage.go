@@ -293,26 +293,26 @@ func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) 
 	if withETag {
 		info, err := s.bs.Stat(ctx, key)
 		if errors.Is(err, blobstore.ErrNotFound) {
-			return nil, "", fmt.Errorf("%q: %w", id, checkpoint.ErrNotFound)
+			return nil, "", checkpoint.ErrNotFound
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("%q: %w", id, err)
+			return nil, "", err
 		}
 		etag = info.ETag
 	}
 	b, err := s.getBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, "", fmt.Errorf("%q: %w", id, checkpoint.ErrNotFound)
+		return nil, "", checkpoint.ErrNotFound
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("%q: %w", id, err)
+		return nil, "", err
 	}
 	rec, err := decodeRecord(b)
 	if err != nil {
-		return nil, "", fmt.Errorf("%q: %w", id, err)
+		return nil, "", err
 	}
 	if rec.ID != id {
-		return nil, "", fmt.Errorf("%q: record names id %q", id, rec.ID)
+		return nil, "", fmt.Errorf("the record names id %q", rec.ID)
 	}
 	return rec, etag, nil
 }
@@ -359,10 +359,10 @@ func decodeRecord(b []byte) (*Record, error) {
 		Files map[string][]FileRef `json:"files"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
-		return nil, fmt.Errorf("checkpoint: decode record %q: %w", d.ID, err)
+		return nil, fmt.Errorf("decode record: %w", err)
 	}
 	if err := validateFiles(d, extra.Files); err != nil {
-		return nil, fmt.Errorf("checkpoint: decode record %q: %w", d.ID, err)
+		return nil, fmt.Errorf("decode record: %w", err)
 	}
 	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
 }
@@ -382,7 +382,7 @@ func (s *Storage) LoadLatestCompleted(ctx context.Context) (*checkpoint.Checkpoi
 func (s *Storage) loadPointer(ctx context.Context, name string) (*checkpoint.CheckpointData, error) {
 	p, _, ok, err := s.readPointer(ctx, name, false)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: load: %w", err)
+		return nil, fmt.Errorf("blobstorage: load: %w", err)
 	}
 	if !ok || p.ID == "" {
 		return nil, nil
@@ -391,7 +391,7 @@ func (s *Storage) loadPointer(ctx context.Context, name string) (*checkpoint.Che
 	if err != nil {
 		// A pointer names only records that were durable before it
 		// moved, and GC retains them: a missing one is damage, not "none".
-		return nil, fmt.Errorf("checkpoint: load %s: %w", name, err)
+		return nil, fmt.Errorf("blobstorage: load %s (%s): %w", p.ID, name, err)
 	}
 	return rec.CheckpointData, nil
 }
@@ -409,11 +409,11 @@ func (s *Storage) LoadSpecific(ctx context.Context, id string) (*checkpoint.Chec
 // references. A missing record wraps checkpoint.ErrNotFound.
 func (s *Storage) LoadRecord(ctx context.Context, id string) (*Record, error) {
 	if err := checkpoint.ValidateID(id); err != nil {
-		return nil, fmt.Errorf("checkpoint: load %q: %w", id, err)
+		return nil, fmt.Errorf("blobstorage: load: %w", err)
 	}
 	rec, err := s.readRecord(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: load: %w", err)
+		return nil, fmt.Errorf("blobstorage: load %s: %w", id, err)
 	}
 	return rec, nil
 }
@@ -438,12 +438,12 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkWriterLocked(ctx); err != nil {
-		return fmt.Errorf("checkpoint: update status %q: %w", id, err)
+		return fmt.Errorf("blobstorage: update status %q: %w", id, err)
 	}
 	for {
 		rec, etag, err := s.readRecordETag(ctx, id)
 		if err != nil {
-			return fmt.Errorf("checkpoint: update status: %w", err)
+			return fmt.Errorf("blobstorage: update status: %w", err)
 		}
 		if rec.Epoch > s.epoch {
 			// A newer writer saved this id (we never moved _latest to
@@ -451,7 +451,7 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 			// rewrite, and completing it would claim a commit of its
 			// transaction that nobody made.
 			s.fenced = true
-			return fmt.Errorf("checkpoint: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, checkpoint.ErrFenced)
+			return fmt.Errorf("blobstorage: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		rec.Status = status
 		newETag, err := s.bs.PutIfMatch(ctx, recordKey(id), etag, bytes.NewReader(encodeJSON(rec)))
@@ -459,16 +459,16 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 			// Someone rewrote the record between our read and write:
 			// only another writer can, so check the fence and retry.
 			if err := s.checkWriterLocked(ctx); err != nil {
-				return fmt.Errorf("checkpoint: update status %q: %w", id, err)
+				return fmt.Errorf("blobstorage: update status %q: %w", id, err)
 			}
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("checkpoint: update status %q: %w", id, err)
+			return fmt.Errorf("blobstorage: update status %q: %w", id, err)
 		}
 		s.recordETag[id] = newETag
 		if err := s.advancePointersLocked(ctx, id, rec.Completed()); err != nil {
-			return fmt.Errorf("checkpoint: update status %q: %w", id, err)
+			return fmt.Errorf("blobstorage: update status %q: %w", id, err)
 		}
 		return nil
 	}

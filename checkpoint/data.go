@@ -88,7 +88,7 @@ var (
 	// ErrNotFound is returned (wrapped) by LoadSpecific and UpdateStatus
 	// for a checkpoint id that has no record. It is distinct from
 	// ErrBlobNotFound, which is about a blobstore key.
-	ErrNotFound = errors.New("checkpoint: not found")
+	ErrNotFound = errors.New("checkpoint not found")
 	// ErrInvalidID is returned (wrapped) for a checkpoint id that cannot
 	// name a record: see ValidateID.
 	ErrInvalidID = errors.New("checkpoint: invalid id")
@@ -116,14 +116,21 @@ func marshalRecord(d *CheckpointData) ([]byte, error) {
 }
 
 // ValidateRecord checks what every Storage requires of a record before it
-// saves one and after it reads one: a valid id (ValidateID), a known status
-// and valid state directories (ValidateStateDirs).
+// saves one and after it reads one: a valid id (ValidateID) that NextID can
+// follow (so that a later checkpoint can always become the latest), a
+// known status and valid state directories (ValidateStateDirs).
 func ValidateRecord(d *CheckpointData) error {
 	if d == nil {
 		return errors.New("nil record")
 	}
 	if err := ValidateID(d.ID); err != nil {
 		return err
+	}
+	if _, err := NextID(d.ID); err != nil {
+		// An id no NextID can follow (not of NewID's form, or the last
+		// one) would stop every later checkpoint from becoming the
+		// latest: the pointers never move backwards.
+		return fmt.Errorf("record %q: no later checkpoint id could follow it: %w", d.ID, err)
 	}
 	if !d.Status.Valid() {
 		return fmt.Errorf("record %q: unknown status %q", d.ID, d.Status)

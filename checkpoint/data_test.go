@@ -59,3 +59,21 @@ func TestOffsetsReadsTheCoordinatorKey(t *testing.T) {
 		t.Fatalf("Offsets() = %q", d.Offsets())
 	}
 }
+
+// A record whose id no NextID can follow (it sorts above every id NewID
+// makes, or is the last one) would stop every later checkpoint from
+// becoming the latest: it is refused when read and when saved.
+func TestRecordsWhoseIDNoCheckpointCanFollowAreRefused(t *testing.T) {
+	for _, id := range []string{"zzz", "ckpt-99999999999999999999x", NewID(^uint64(0)), "ckpt-1"} {
+		b := []byte(`{"id":"` + id + `","status":"completed"}`)
+		if _, err := DecodeRecord(b); err == nil {
+			t.Errorf("DecodeRecord accepted id %q", id)
+		}
+		if err := NewFileStorage(t.TempDir()).Save(t.Context(), &CheckpointData{ID: id, Status: StatusCompleted}); err == nil {
+			t.Errorf("Save accepted id %q", id)
+		}
+	}
+	if _, err := DecodeRecord([]byte(`{"id":"` + NewID(7) + `","status":"completed"}`)); err != nil {
+		t.Fatalf("DecodeRecord of a NewID id: %v", err)
+	}
+}

@@ -136,7 +136,7 @@ func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label stri
 	}
 	rc, err := resumingReads(bs).Get(ctx, SavepointKey(label))
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, err)
+		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, missingSavepoint(err))
 	}
 	defer rc.Close()
 	id, err := ExtractCheckpoint(ctx, dst, rc)
@@ -173,7 +173,7 @@ func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error 
 	key := SavepointKey(label)
 	rc, err := resumingReads(src).Get(ctx, key)
 	if err != nil {
-		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, err)
+		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, missingSavepoint(err))
 	}
 	defer rc.Close()
 
@@ -264,4 +264,14 @@ func (v *verifyingReader) result() error {
 // catch a read that mixed two versions of it.
 func resumingReads(bs Blobstore) Blobstore {
 	return blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)
+}
+
+// missingSavepoint says "no such savepoint" for a store's not-found error
+// (whose key and store details add nothing), and returns other errors as
+// they are.
+func missingSavepoint(err error) error {
+	if errors.Is(err, ErrBlobNotFound) {
+		return fmt.Errorf("no such savepoint in the store: %w", ErrBlobNotFound)
+	}
+	return err
 }

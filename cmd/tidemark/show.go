@@ -23,8 +23,8 @@ func isAlias(id string) bool { return id == "latest" || id == "latest-completed"
 // resolveID turns the aliases "latest" and "latest-completed" into ids.
 func resolveID(ctx context.Context, s *blobstorage.Storage, id string) (string, error) {
 	if !isAlias(id) {
-		if err := checkpoint.ValidateID(id); err != nil {
-			return "", usageError{err}
+		if _, err := checkpoint.ParseID(id); err != nil {
+			return "", usageError{fmt.Errorf("%w (or latest, latest-completed)", err)}
 		}
 		return id, nil
 	}
@@ -64,7 +64,7 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 			}
 			rec, err := s.LoadRecord(ctx, id)
 			if err != nil {
-				return fmt.Errorf("checkpoint %s: %v", id, err)
+				return err
 			}
 			ci := summarize(id, rec, time.Now())
 			offsets := any(string(rec.Offsets()))

@@ -27,3 +27,18 @@ func TestShowPrintsOffsetsAndFiles(t *testing.T) {
 		t.Fatalf("show of a missing checkpoint: exit %d, want 1", code)
 	}
 }
+
+// An id that is not of the form ls prints is a usage error (2), not a
+// checkpoint that was not found (1).
+func TestShowOfAMalformedIDIsAUsageError(t *testing.T) {
+	store := fileURL(t.TempDir())
+	for _, id := range []string{"nonsense", "ckpt-12", "../x"} {
+		_, errOut, code := tm(t, store, "show", id)
+		if code != exitUsage {
+			t.Errorf("show %s: exit %d, want %d\n%s", id, code, exitUsage, errOut)
+		}
+	}
+	if _, errOut, code := tm(t, store, "show", "ckpt-00000000000000000099"); code != exitError || strings.Count(errOut, "ckpt-00000000000000000099") != 1 {
+		t.Errorf("show of a missing id: exit %d, want %d, naming the id once:\n%s", code, exitError, errOut)
+	}
+}
