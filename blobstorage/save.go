@@ -21,6 +21,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/walk"
 )
 
 // fileIdent identifies the content of a local file without reading it: Pebble
@@ -219,43 +220,18 @@ func (s *Storage) walkStateDirs(data *checkpoint.CheckpointData) ([]*localFile, 
 	sort.Strings(owners)
 	for _, owner := range owners {
 		root := filepath.Join(s.StateDir(data.ID), filepath.FromSlash(data.StateDirs[owner]))
-		fi, err := os.Lstat(root)
+		walked, err := walk.RegularFiles(root)
 		if err != nil {
 			return nil, fmt.Errorf("state dir of owner %q: %w", owner, err)
 		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("state dir of owner %q: %s is not a directory", owner, root)
-		}
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				return nil
-			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			rel = filepath.ToSlash(rel)
-			if err := checkpoint.ValidatePath(rel); err != nil {
+		for _, f := range walked {
+			if err := checkpoint.ValidatePath(f.Rel); err != nil {
 				// A name no store, OS or archive would carry the same.
-				return fmt.Errorf("owner %q: %w", owner, err)
-			}
-			if !d.Type().IsRegular() {
-				return fmt.Errorf("owner %q: %s is not a regular file (%s)", owner, rel, d.Type())
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
+				return nil, fmt.Errorf("owner %q: %w", owner, err)
 			}
 			files = append(files, &localFile{
-				owner: owner, rel: rel, abs: p, info: info, shared: s.opts.Classify(rel),
+				owner: owner, rel: f.Rel, abs: f.Path, info: f.Info, shared: s.opts.Classify(f.Rel),
 			})
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("walk state dir of owner %q: %w", owner, err)
 		}
 	}
 	return files, nil

@@ -3,15 +3,13 @@ package state
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/tidemark-io/tidemark/internal/pebblefile"
+	"github.com/tidemark-io/tidemark/internal/walk"
 )
 
 // FileKind says how a file of a checkpoint may be stored.
@@ -68,40 +66,17 @@ type FileInfo struct {
 // a Pebble checkpoint never contains and which could make an uploader read
 // outside the checkpoint.
 func ListFiles(dir string) ([]FileInfo, error) {
-	st, err := os.Lstat(dir)
+	walked, err := walk.RegularFiles(dir)
+	if errors.Is(err, walk.ErrNotRegular) {
+		err = fmt.Errorf("%w: %w", ErrUnsupportedFile, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("state: list files %q: %w", dir, err)
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("state: list files %q: not a directory: %w", dir, ErrUnsupportedFile)
+	files := make([]FileInfo, 0, len(walked))
+	for _, f := range walked {
+		files = append(files, FileInfo{RelPath: f.Rel, Size: f.Info.Size(), Kind: Classify(f.Rel)})
 	}
-	var files []FileInfo
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%q is a %v: %w", rel, d.Type(), ErrUnsupportedFile)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		files = append(files, FileInfo{RelPath: rel, Size: info.Size(), Kind: Classify(rel)})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("state: list files %q: %w", dir, err)
-	}
-	slices.SortFunc(files, func(a, b FileInfo) int { return strings.Compare(a.RelPath, b.RelPath) })
 	return files, nil
 }
 
