@@ -13,6 +13,7 @@
 //	shared/<owner>/<id>-e<epoch>/<path>               immutable files (SSTs), uploaded once
 //	_latest, _latest-completed                         pointers {"id", "epoch"}, moved by CAS
 //	_writer                                            writer epoch {"epoch", "writer", "since"}
+//	_tidemark                                          the store's identity mark {"format", "created"}
 //	pins/<id>/<nonce>                                  restore pins
 //	savepoints/<label>                                 savepoints (checkpoint.SavepointPrefix)
 //
@@ -20,6 +21,16 @@
 // never overwrites the new writer's bytes; shared files are named by the
 // checkpoint and epoch that first uploaded them, so a name is never
 // recycled (no ABA). KeyClass names the part of the layout a key is in.
+//
+// # Store identity
+//
+// A prefix becomes a Tidemark store when a writer first takes the role
+// there (Acquire writes _tidemark). Acquire and GC refuse, with
+// ErrForeignStore and before writing anything, a prefix that holds other
+// data and no mark: pointing a job or gc at a bucket root, or at a
+// directory another program owns, must not fence, overwrite or delete
+// anything there. A prefix holding only Tidemark's own keys (written
+// before marks existed) is adopted and marked.
 //
 // # Files
 //

@@ -24,6 +24,10 @@ import (
 // decorator) and refuses, writing nothing, when it does not or cannot
 // tell: fencing would be unsafe.
 //
+// It then refuses a store that holds data not Tidemark's and no identity
+// mark (ErrForeignStore), and marks a new one (see the package
+// documentation).
+//
 // Acquire is needed before Save, UpdateStatus and a GC that deletes, not
 // for loads, Restore or a dry-run GC. Calling it again takes a new epoch (and clears a fence).
 func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
@@ -36,6 +40,9 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 			return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 		}
 		s.probed = true
+	}
+	if err := s.ensureMarked(ctx); err != nil {
+		return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 	}
 	epoch, etag, err := s.takeEpoch(ctx)
 	if err != nil {

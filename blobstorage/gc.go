@@ -87,6 +87,10 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		if err := s.checkWriterLocked(ctx); err != nil {
 			return rep, fmt.Errorf("blobstorage: gc: %w", err)
 		}
+	} else if _, err := s.identity(ctx); err != nil {
+		// A real run's Acquire checked this; a dry run checks it too, so
+		// that it never reports deletions in a store that is not ours.
+		return rep, fmt.Errorf("blobstorage: gc: %w", err)
 	}
 	inv, err := s.listInventory(ctx)
 	if err != nil {

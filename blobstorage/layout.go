@@ -20,6 +20,7 @@ const (
 	keyLatest          = "_latest"
 	keyLatestCompleted = "_latest-completed"
 	keyWriter          = "_writer"
+	keyMark            = "_tidemark"
 )
 
 func recordKey(id string) string { return dirCheckpoints + id + "/" + recordName }
@@ -73,14 +74,16 @@ func introducedBy(key, owner, id string) bool {
 
 // KeyClass names the part of the layout a key belongs to, for metrics and
 // logs that count operations per kind of object: "record", "private",
-// "shared", "pointer", "writer", "pin", "savepoint", or "other" for a key
-// that is not Tidemark's.
+// "shared", "pointer", "writer", "mark", "pin", "savepoint", or "other"
+// for a key that is not Tidemark's.
 func KeyClass(key string) string {
 	switch {
 	case key == keyLatest || key == keyLatestCompleted:
 		return "pointer"
 	case key == keyWriter:
 		return "writer"
+	case key == keyMark:
+		return "mark"
 	case strings.HasPrefix(key, dirShared):
 		return "shared"
 	case strings.HasPrefix(key, dirPins):

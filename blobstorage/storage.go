@@ -30,7 +30,7 @@ const (
 
 // ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC (other
 // than a dry run) of a Storage on which Acquire was never called.
-var ErrNotWriter = errors.New("blobstorage: not the writer: call Acquire first")
+var ErrNotWriter = errors.New("not the writer: call Acquire first")
 
 // Options configure a Storage. The zero value is usable: every
 // zero field takes the default documented on it.

@@ -225,6 +225,10 @@ func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
 func TestRunStartingFreshRemovesAStaleBaseMarker(t *testing.T) {
 	ctx := t.Context()
 	bs := fileStore(t)
+	// A Tidemark store (marked by a writer) with no checkpoint left.
+	if _, err := blobstorage.New(bs, t.TempDir(), blobstorage.Options{}).Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stale := `{"offset":9000,"checkpoint":"` + checkpoint.NewID(3) + `"}`
 	if err := bs.Put(ctx, BaseKey, strings.NewReader(stale)); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,36 +12,44 @@ import (
 
 // gcCmd is `tidemark gc`.
 func (a *app) gcCmd() *cobra.Command {
-	var dryRun bool
+	var dryRun, confirm bool
 	var keep int
+	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Apply retention: delete checkpoints and files nothing needs",
 		Long: `gc keeps the newest --keep completed checkpoints (and the latest one, pinned ones
 and saves in progress) and deletes older checkpoints, abandoned prepared ones, shared
-files no kept checkpoint references and leftovers of crashed saves (after a grace
-period of an hour). Savepoints are never touched.
+files no kept checkpoint references and leftovers of crashed saves and incomplete
+multipart uploads older than --grace. Savepoints are never touched.
 
---dry-run only reads: it lists every checkpoint it would keep or drop and every
-key it would delete, each with its reason, deletes and writes nothing, and does not take the writer role, so it is safe against a running job.
+Without --confirm, gc only reads: it lists every checkpoint it would keep or drop
+and every key it would delete, each with its reason, deletes and writes nothing,
+and does not take the writer role, so it is safe against a running job
+(--dry-run says the same explicitly).
 
-A real gc takes the writer role, which fences a job running on the store: run it
-when the job is stopped (the demo job garbage-collects by itself). Before that it
-checks that the store enforces conditional writes (see tidemark probe) and
-refuses to run on an endpoint that ignores them.`,
-		Example: `  tidemark gc --dry-run
-  tidemark gc --keep 5 --output json`,
+gc --confirm deletes. It takes the writer role, which fences a job running on the
+store: run it when the job is stopped (the demo job garbage-collects by itself).
+It refuses a store whose endpoint ignores conditional writes (see tidemark probe)
+and a prefix that holds other data and no Tidemark mark, such as a bucket root.`,
+		Example: `  tidemark gc                      # what would be deleted, and why
+  tidemark gc --confirm --keep 5
+  tidemark gc --output json | jq '.report.deletions[].key'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if keep <= 0 {
-				return usagef("gc: --keep must be positive")
+			if keep <= 0 || grace <= 0 {
+				return usagef("gc: --keep and --grace must be positive")
 			}
+			if dryRun && confirm {
+				return usagef("gc: --dry-run and --confirm contradict each other")
+			}
+			dryRun = !confirm
 			bs, _, err := a.openStore(ctx)
 			if err != nil {
 				return err
 			}
-			opts := blobstorage.Options{Keep: keep}
+			opts := blobstorage.Options{Keep: keep, Grace: grace}
 			// A dry run reads only: taking the writer role (Acquire)
 			// would fence the very job whose store is being inspected.
 			s := blobstorage.New(bs, "", opts)
@@ -77,11 +86,16 @@ refuses to run on an endpoint that ignores them.`,
 				fmt.Fprintf(w, "gc: kept %d checkpoints %v\n", len(rep.Retained), rep.Retained)
 				fmt.Fprintf(w, "gc: %s %d checkpoints %v, %d objects (%s), %d unreferenced shared files, %d expired pins, %d incomplete uploads\n",
 					verb, len(rep.Dropped), rep.Dropped, rep.Objects, humanBytes(rep.Bytes), rep.SharedObjects, rep.Pins, rep.AbortedUploads)
+				if dryRun && len(rep.Deletions) > 0 {
+					fmt.Fprintln(w, "gc: nothing was deleted; run again with --confirm to delete")
+				}
 			})
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted, delete nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted, delete nothing (the default without --confirm)")
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "delete: without it gc only reports")
+	cmd.Flags().DurationVar(&grace, "grace", blobstorage.DefaultGrace, "how old a leftover (crashed save, unreferenced shared file, incomplete upload) must be before it is deleted")
 	cmd.Flags().IntVar(&keep, "keep", blobstorage.DefaultKeep, "completed checkpoints to keep")
 	return cmd
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 )
@@ -30,7 +33,7 @@ func TestGCDryRunReportsAndGCDeletes(t *testing.T) {
 	if len(after.Checkpoints) != len(before.Checkpoints) {
 		t.Fatalf("dry run deleted checkpoints: %d → %d", len(before.Checkpoints), len(after.Checkpoints))
 	}
-	must(t, store, "gc", "--keep", "1")
+	must(t, store, "gc", "--confirm", "--keep", "1")
 	mustJSON(t, store, &after, "ls")
 	if len(after.Checkpoints) != 1 {
 		t.Fatalf("after gc --keep 1: %d checkpoints, want 1", len(after.Checkpoints))
@@ -75,7 +78,7 @@ func TestGCDryRunDoesNotFenceARunningJob(t *testing.T) {
 
 func TestGCHelpNoLongerWarnsThatDryRunFences(t *testing.T) {
 	out := must(t, "", "gc", "--help")
-	if !strings.Contains(out, "--dry-run only reads") || strings.Contains(out, "even with --dry-run") {
+	if !strings.Contains(out, "Without --confirm, gc only reads") || strings.Contains(out, "even with --dry-run") {
 		t.Errorf("gc --help does not say that --dry-run is read-only:\n%s", out)
 	}
 }
@@ -119,10 +122,58 @@ func TestGCDryRunListsEveryKeyWithItsReason(t *testing.T) {
 			t.Fatalf("the dry run deleted %s (exists %v, %v)", d.Key, ok, err)
 		}
 	}
-	must(t, store, "gc", "--keep", "1")
+	must(t, store, "gc", "--confirm", "--keep", "1")
 	for _, d := range dry.Report.Deletions {
 		if ok, err := bs.Exists(t.Context(), d.Key); err != nil || ok {
 			t.Fatalf("gc left %s that the dry run listed (exists %v, %v)", d.Key, ok, err)
 		}
 	}
+}
+
+// gc on a directory that never held a Tidemark job — or a bucket root —
+// deletes nothing and writes nothing, with or without --confirm, however
+// old the files that look like Tidemark's are.
+func TestGCRefusesAStoreThatIsNotTidemarks(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-48 * time.Hour)
+	for _, rel := range []string{"shared/report.pdf", "checkpoints/2025/notes.txt", "photos/cat.jpg"} {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("user data"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := treeOf(t, dir)
+	for _, args := range [][]string{{"gc"}, {"gc", "--dry-run"}, {"gc", "--confirm", "--grace", "1s"}} {
+		out, errOut, code := tm(t, fileURL(dir), args...)
+		if code != exitError || !strings.Contains(errOut, "not a Tidemark store") {
+			t.Errorf("%v: exit %d, want %d and a refusal\nstdout: %s\nstderr: %s", args, code, exitError, out, errOut)
+		}
+	}
+	if after := treeOf(t, dir); !maps.Equal(after, before) {
+		t.Fatalf("a refused gc changed the directory:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// treeOf maps every file under dir to its content.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		m[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -112,7 +112,7 @@ func TestCommandsThatTakeTheWriterRoleRefuseAnEndpointThatIgnoresConditions(t *t
 	store := probeScheme + "://ignored"
 	for _, args := range [][]string{
 		demoArgs(t.TempDir(), store),
-		{"gc", "--keep", "1"},
+		{"gc", "--confirm", "--keep", "1"},
 		{"savepoint", "restore", "v1"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
@@ -133,5 +133,5 @@ func TestCommandsThatTakeTheWriterRoleRunOnAnEndpointThatEnforcesConditions(t *t
 	if !strings.Contains(out, "exactly-once: OK") {
 		t.Fatalf("demo printed %q", out)
 	}
-	must(t, store, "gc", "--keep", "1")
+	must(t, store, "gc", "--confirm", "--keep", "1")
 }
