@@ -44,6 +44,11 @@ func ValidateStatusUpdate(id string, status Status) error {
 	return nil
 }
 
+// RestoredFromKey is the key in CheckpointData.Source under which
+// ExtractCheckpoint (and so RestoreSavepoint) records the id a checkpoint
+// had before a rollback gave it a new one (see ExtractCheckpoint).
+const RestoredFromKey = "tidemark.restored_from"
+
 // SourceOffsetsKey is the key in CheckpointData.Source under which the
 // Coordinator stores the barrier-aligned source offsets it received in
 // OnBarrierInjected.
@@ -92,12 +97,6 @@ var (
 	// ErrInvalidID is returned (wrapped) for a checkpoint id that cannot
 	// name a record: see ValidateID.
 	ErrInvalidID = errors.New("checkpoint: invalid id")
-	// ErrNotNewer is returned (wrapped) by ExtractCheckpoint and
-	// RestoreSavepoint when the destination already holds a checkpoint
-	// whose id is not older than the one being restored: the restored
-	// checkpoint could not become the latest completed one, because the
-	// latest-completed pointer never moves backwards.
-	ErrNotNewer = errors.New("checkpoint: destination has a checkpoint at least as new")
 	// ErrFenced is returned (wrapped) by every write of a Storage with a
 	// writer role (blobstorage.Storage) whose writer was replaced: another
 	// process took the role after it, and this one is a zombie. It stays

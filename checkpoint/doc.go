@@ -135,8 +135,7 @@
 // # Errors
 //
 // Errors wrap sentinels so callers branch with errors.Is: ErrNotFound (no
-// such checkpoint), ErrInvalidID, ErrInvalidLabel, ErrNotNewer (a restore
-// that could not become the latest completed checkpoint), ErrNoCompleted
+// such checkpoint), ErrInvalidID, ErrInvalidLabel, ErrNoCompleted
 // (nothing to make a savepoint of), ErrInjected (a hook's HookFail),
 // ErrFenced (another writer took over), ErrNotWriter (a write without
 // Acquire), and ErrBlobNotFound (= blobstore.ErrNotFound, a missing

@@ -99,10 +99,17 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // The archive is verified completely (every size and digest) into a
 // staging directory next to the state directories before anything is
 // moved into place or any record is saved, so a damaged or hostile
-// archive (errors wrap archive.ErrCorrupt) leaves dst as it was. Because
-// the latest-completed pointer never moves backwards, dst must hold no
-// checkpoint with an id at least as new as the archived one (ErrNotNewer):
-// restore into a fresh Storage, or one whose checkpoints are all older.
+// archive (errors wrap archive.ErrCorrupt) leaves dst as it was.
+//
+// Onto a Storage whose checkpoints are all older (a fresh one, another
+// region's), the checkpoint keeps its id. Onto one that holds a checkpoint
+// at least as new — rolling a job back to the savepoint it took before an
+// upgrade — it starts a new lineage, as restoring a Flink savepoint does:
+// it becomes the latest completed checkpoint under a fresh id after every
+// existing one (the pointers never move backwards), and records the id it
+// was restored from under RestoredFromKey in Source. The newer checkpoints
+// stay until retention drops them. The returned id is the one dst holds.
+//
 // A staging directory left by a crash is named like an orphan state
 // directory, so FileStorage.SweepOrphans removes it.
 func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, error) {
@@ -139,7 +146,17 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
 	if latest != nil && latest.ID >= id {
-		return "", fmt.Errorf("checkpoint: extract %q: %w (%q)", id, ErrNotNewer, latest.ID)
+		// A rollback: a new lineage after every existing checkpoint.
+		next, err := NextID(latest.ID)
+		if err != nil {
+			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+		}
+		source := maps.Clone(cp.Source)
+		if source == nil {
+			source = map[string][]byte{}
+		}
+		source[RestoredFromKey] = []byte(id)
+		cp.Source, cp.ID, id = source, next, next
 	}
 
 	stateDir := dst.StateDir(id)

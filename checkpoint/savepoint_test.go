@@ -263,19 +263,49 @@ func TestRestoreCorruptSavepointLeavesDestinationUntouched(t *testing.T) {
 	}
 }
 
-func TestRestoreIntoStorageWithNewerCheckpointIsErrNotNewer(t *testing.T) {
+// Restoring a savepoint onto a store that has newer checkpoints (a
+// rollback) starts a new lineage: the savepoint becomes the latest
+// completed checkpoint under a fresh id after every existing one, says
+// where it came from, and the newer checkpoints are kept.
+func TestRestoreOntoAStoreWithNewerCheckpointsIsARollback(t *testing.T) {
 	src, bs := sourceStorage(t), memstore.New()
-	if _, err := CreateSavepoint(ctx, src, bs, "sp"); err != nil {
+	orig, err := CreateSavepoint(t.Context(), src, bs, "sp")
+	if err != nil {
 		t.Fatal(err)
 	}
 	dst := NewFileStorage(t.TempDir())
-	mustSave(t, dst, record(NewID(2), StatusCompleted))
-	if _, err := RestoreSavepoint(ctx, dst, bs, "sp"); !errors.Is(err, ErrNotNewer) {
-		t.Fatalf("err = %v, want ErrNotNewer", err)
+	later := NewID(mustParseID(t, orig) + 5)
+	mustSave(t, dst, record(later, StatusCompleted))
+	id, err := RestoreSavepoint(t.Context(), dst, bs, "sp")
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
 	}
-	if _, err := os.Stat(dst.StateDir(NewID(2))); !os.IsNotExist(err) {
-		t.Fatalf("state written despite refusal: %v", err)
+	if want, _ := NextID(later); id != want {
+		t.Fatalf("rolled back to %s, want a fresh id after %s (%s)", id, later, want)
 	}
+	lc, err := dst.LoadLatestCompleted(t.Context())
+	if err != nil || lc.ID != id || string(lc.Source[RestoredFromKey]) != orig {
+		t.Fatalf("latest completed %+v, %v: want %s restored from %s", lc, err, id, orig)
+	}
+	origRec, _ := src.LoadSpecific(t.Context(), orig)
+	if string(lc.Offsets()) != string(origRec.Offsets()) {
+		t.Fatalf("offsets %q, want the savepoint's %q", lc.Offsets(), origRec.Offsets())
+	}
+	if _, err := dst.LoadSpecific(t.Context(), later); err != nil {
+		t.Fatalf("the newer checkpoint %s is gone after the rollback: %v", later, err)
+	}
+	if trees := treeFiles(t, dst.StateDir(id)); len(trees) == 0 {
+		t.Fatal("no state restored under the new id")
+	}
+}
+
+func mustParseID(t *testing.T, id string) uint64 {
+	t.Helper()
+	n, err := ParseID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestListAndDeleteSavepoints(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -18,9 +19,18 @@ func (a *app) savepointRestoreCmd() *cobra.Command {
 		Short: "Make savepoint LABEL the latest completed checkpoint of the store",
 		Long: `restore extracts savepoint LABEL (from the store, or from --from URL), verifying
 every digest, and saves it as the latest completed checkpoint of the store, so the
-job resumes from it on its next start. It takes the writer role, which fences a job
-running on the store. The store must not hold a checkpoint as new as the savepoint's
-(restore into a fresh store or prefix, for example after 'savepoint cp').`,
+job resumes from it on its next start.
+
+Onto a fresh store (another region, after 'savepoint cp') the checkpoint keeps its
+id. Onto a store with newer checkpoints - rolling back to the savepoint taken before
+an upgrade - it starts a new lineage: a fresh id after every existing checkpoint,
+which stay until retention drops them. Output the job committed after the savepoint
+is produced again by the resumed job, as after any rollback.
+
+It takes the writer role, which fences a job running on the store, but only after
+every check that can refuse has passed: the savepoint exists and verifies, and the
+store is a Tidemark store whose endpoint enforces conditional writes. A refused
+restore changes nothing.`,
 		Example: `  tidemark savepoint restore v1 --store s3://dr-bucket/wordcount
   tidemark savepoint restore v1 --from s3://backup/wordcount --store file:///srv/job
   tidemark demo --store s3://dr-bucket/wordcount    # resumes from the savepoint`,
@@ -38,10 +48,19 @@ running on the store. The store must not hold a checkpoint as new as the savepoi
 					return err
 				}
 			}
-			size := int64(0)
-			if info, err := src.Stat(ctx, checkpoint.SavepointKey(label)); err == nil {
-				size = info.Size
+			info, err := src.Stat(ctx, checkpoint.SavepointKey(label))
+			if errors.Is(err, blobstore.ErrNotFound) {
+				return fmt.Errorf("no savepoint %q in the store: %w", label, err)
 			}
+			if err != nil {
+				return err
+			}
+			// Verify before taking the writer role: a refused restore must
+			// not fence the job running on the store.
+			if err := a.verifySavepointArchive(ctx, src, label, info.Size); err != nil {
+				return verifyFailed(err)
+			}
+			size := info.Size
 			dst, cleanup, err := writeStorage(ctx, bs, blobstorage.Options{})
 			if err != nil {
 				return err
@@ -53,7 +72,15 @@ running on the store. The store must not hold a checkpoint as new as the savepoi
 			if err != nil {
 				return err
 			}
-			a.emit(map[string]any{"label": label, "checkpoint": id, "store": storeURL}, func(w io.Writer) {
+			from := ""
+			if cp, err := dst.LoadSpecific(ctx, id); err == nil {
+				from = string(cp.Source[checkpoint.RestoredFromKey])
+			}
+			a.emit(map[string]any{"label": label, "checkpoint": id, "rolled_back_from": from, "store": storeURL}, func(w io.Writer) {
+				if from != "" {
+					fmt.Fprintf(w, "savepoint %s (checkpoint %s) restored as checkpoint %s, a new lineage after the store's newer checkpoints; it is now the latest completed checkpoint of %s\n", label, from, id, storeURL)
+					return
+				}
 				fmt.Fprintf(w, "savepoint %s restored as checkpoint %s, now the latest completed checkpoint of %s\n", label, id, storeURL)
 			})
 			return nil

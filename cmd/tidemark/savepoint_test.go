@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"path/filepath"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -54,23 +57,7 @@ func TestSavepointCopyRefusesACorruptSavepoint(t *testing.T) {
 	src := ranDemo(t)
 	dst := fileURL(t.TempDir())
 	must(t, src, "savepoint", "create", "v1")
-	ctx := t.Context()
-	bs := openURL(t, src)
-	rc, err := bs.Get(ctx, checkpoint.SavepointKey("v1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	b[len(b)/2] ^= 0xff // a flipped byte in the middle of the archive
-	if err := bs.Put(ctx, checkpoint.SavepointKey("v1"), bytes.NewReader(b)); err != nil {
-		t.Fatal(err)
-	}
+	corruptSavepoint(t, openURL(t, src), "v1")
 	if _, errOut, code := tm(t, "", "savepoint", "cp", "v1", src, dst); code != exitVerify {
 		t.Fatalf("cp of a corrupt savepoint: exit %d, want 3\n%s", code, errOut)
 	}
@@ -81,5 +68,77 @@ func TestSavepointCopyRefusesACorruptSavepoint(t *testing.T) {
 	mustJSON(t, dst, &sps, "savepoint", "ls")
 	if len(sps) != 0 {
 		t.Fatalf("a corrupt copy became visible in the destination: %+v", sps)
+	}
+}
+
+// The before-upgrade story: a savepoint restored onto the store it was
+// taken from, after newer checkpoints, becomes the latest completed
+// checkpoint under a fresh id; a refused restore leaves _writer as it was.
+func TestSavepointRestoreOntoItsOwnStoreRollsBack(t *testing.T) {
+	dir := t.TempDir()
+	store := fileURL(filepath.Join(dir, "store"))
+	if _, _, code := tm(t, "", demoArgs(dir, store, "--crash-after-records", "14000")...); code != exitCrashed {
+		t.Fatalf("crashing demo: exit %d, want %d", code, exitCrashed)
+	}
+	must(t, store, "savepoint", "create", "before-upgrade")
+	var before struct {
+		Checkpoints []struct{ ID string } `json:"checkpoints"`
+	}
+	must(t, "", demoArgs(dir, store)...) // the job goes on: newer checkpoints
+	mustJSON(t, store, &before, "ls", "--output", "json")
+	newest := before.Checkpoints[len(before.Checkpoints)-1].ID
+
+	var res struct {
+		Checkpoint     string `json:"checkpoint"`
+		RolledBackFrom string `json:"rolled_back_from"`
+	}
+	mustJSON(t, store, &res, "savepoint", "restore", "before-upgrade", "--output", "json")
+	if want, _ := checkpoint.NextID(newest); res.Checkpoint != want || res.RolledBackFrom == "" || res.RolledBackFrom >= newest {
+		t.Fatalf("rollback %+v: want a new lineage at %s from an older checkpoint", res, want)
+	}
+	var lc struct {
+		Checkpoint struct {
+			ID string `json:"id"`
+		} `json:"checkpoint"`
+	}
+	mustJSON(t, store, &lc, "show", "latest-completed", "--output", "json")
+	if lc.Checkpoint.ID != res.Checkpoint {
+		t.Fatalf("latest completed is %s, want the rolled-back %s", lc.Checkpoint.ID, res.Checkpoint)
+	}
+
+	// A refused restore (the savepoint is corrupt) must not take the
+	// writer role: _writer is byte-for-byte what it was.
+	bs := openURL(t, store)
+	writer := readKey(t, bs, "_writer")
+	corruptSavepoint(t, bs, "before-upgrade")
+	if _, errOut, code := tm(t, store, "savepoint", "restore", "before-upgrade"); code != exitVerify {
+		t.Fatalf("restore of a corrupt savepoint: exit %d, want %d\n%s", code, exitVerify, errOut)
+	}
+	if got := readKey(t, bs, "_writer"); got != writer {
+		t.Fatalf("a refused restore changed _writer:\n%s\nwas\n%s", got, writer)
+	}
+}
+
+func readKey(t *testing.T, bs blobstore.Blobstore, key string) string {
+	t.Helper()
+	rc, err := bs.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// corruptSavepoint flips a byte in the middle of savepoint label's archive.
+func corruptSavepoint(t *testing.T, bs blobstore.Blobstore, label string) {
+	t.Helper()
+	b := []byte(readKey(t, bs, checkpoint.SavepointKey(label)))
+	b[len(b)/2] ^= 0xff
+	if err := bs.Put(t.Context(), checkpoint.SavepointKey(label), bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
 	}
 }

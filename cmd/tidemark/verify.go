@@ -118,19 +118,32 @@ func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id s
 
 // verifySavepoint re-reads the archive of savepoint label (size bytes).
 func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
-	p := a.newProgress("verify "+label, size)
-	rc, err := p.observed(blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)).Get(ctx, checkpoint.SavepointKey(label))
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	m, err := archive.Verify(ctx, rc, archive.Limits{})
-	p.done()
+	m, err := a.readSavepointArchive(ctx, bs, label, size)
 	v := verifyResult{Kind: "savepoint", Name: label}
 	if err == nil {
 		v.Files, v.Bytes, v.Source = len(m.Files), m.TotalSize(), manifestRecordID(m)
 	}
 	return a.reportVerify(ctx, v, err)
+}
+
+// readSavepointArchive reads the archive of savepoint label (size bytes)
+// to its end, checking every digest, and returns its manifest.
+func (a *app) readSavepointArchive(ctx context.Context, bs blobstore.Blobstore, label string, size int64) (*archive.Manifest, error) {
+	p := a.newProgress("verify "+label, size)
+	defer p.done()
+	rc, err := p.observed(blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)).Get(ctx, checkpoint.SavepointKey(label))
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return archive.Verify(ctx, rc, archive.Limits{})
+}
+
+// verifySavepointArchive checks savepoint label without reporting (see
+// readSavepointArchive).
+func (a *app) verifySavepointArchive(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
+	_, err := a.readSavepointArchive(ctx, bs, label, size)
+	return err
 }
 
 // manifestRecordID returns the checkpoint id of an archive's record ("" if
