@@ -227,6 +227,38 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, err
 }
 
+// checkSameJob refuses, reading only, a store whose checkpoints belong to
+// a job with other parameters.
+func (r *runner) checkSameJob(ctx context.Context) error {
+	for _, load := range []func(context.Context) (*checkpoint.CheckpointData, error){r.cfg.Storage.LoadLatestCompleted, r.cfg.Storage.Load} {
+		cp, err := load(ctx)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if cp == nil {
+			continue
+		}
+		if err := r.sameJob(cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameJob checks that cp is a checkpoint of this job (same records and
+// words).
+func (r *runner) sameJob(cp *checkpoint.CheckpointData) error {
+	off, err := DecodeOffsets(cp.Offsets())
+	if err != nil {
+		return err
+	}
+	if off.Records != r.cfg.Records || off.Words != r.cfg.Words {
+		return fmt.Errorf("%w: checkpoint %s is of a job with %d records and %d words, not %d and %d",
+			ErrJobMismatch, cp.ID, off.Records, off.Words, r.cfg.Records, r.cfg.Words)
+	}
+	return nil
+}
+
 // runner is the state of one Run.
 type runner struct {
 	cfg    Config
@@ -276,6 +308,11 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	if err := checkSinkStore(ctx, cfg); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
+	// Every check that can refuse comes before the writer role: a
+	// refused run must not fence the job running on the store.
+	if err := r.checkSameJob(ctx); err != nil {
+		return res, err
+	}
 	if a, ok := cfg.Storage.(acquirer); ok {
 		epoch, err := a.Acquire(ctx)
 		if err != nil {
@@ -323,13 +360,12 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	var ops operatorState
 	if cp := dec.Checkpoint; cp != nil {
 		res.RestoredID = cp.ID
+		if err := r.sameJob(cp); err != nil {
+			return res, err
+		}
 		off, err := DecodeOffsets(cp.Offsets())
 		if err != nil {
 			return res, err
-		}
-		if off.Records != cfg.Records || off.Words != cfg.Words {
-			return res, fmt.Errorf("%w: checkpoint %s is of a job with %d records and %d words, not %d and %d",
-				ErrJobMismatch, cp.ID, off.Records, off.Words, cfg.Records, cfg.Words)
 		}
 		if err := checkpoint.Materialize(ctx, cfg.Storage, cp); err != nil {
 			return res, fmt.Errorf("demo: materialize %s: %w", cp.ID, err)

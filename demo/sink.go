@@ -143,7 +143,7 @@ func (s *Sink) Writer() string { return s.writer }
 func StagedKey(id, writer string) string { return StagedPrefix + id + writerSep + writer }
 
 // parseStagedKey splits a staged key into checkpoint id and writer
-// (writer "" for a key of the old layout, StagedPrefix+<id>).
+// (writer "" for a key that names none, which no Sink writes).
 func parseStagedKey(key string) (id, writer string) {
 	rest := strings.TrimPrefix(key, StagedPrefix)
 	if i := strings.LastIndex(rest, writerSep); i >= 0 {
@@ -178,9 +178,8 @@ func (s *Sink) Stage(ctx context.Context, id string, deltas map[string]uint64) e
 // decision is the outcome of a transaction, as its OutPrefix header says.
 type decision struct {
 	decided, committed bool
-	// staged and digest name the staged object a commit committed ("" in
-	// a header of the old layout); writer is the writer of a commit (from
-	// staged) or of an abort, "" when the header does not say.
+	// staged and digest name the staged object a commit committed; writer
+	// is the writer of a commit (from staged) or of an abort.
 	staged, digest, writer string
 }
 
@@ -208,21 +207,15 @@ func parseHeader(id, line string) (decision, error) {
 	bad := func() (decision, error) {
 		return decision{}, fmt.Errorf("%w: %s%s: header %q", ErrCorruptOutput, OutPrefix, id, line)
 	}
-	if rest, ok := strings.CutPrefix(line, abortedHeader+id); ok {
-		switch {
-		case rest == "":
-			return decision{decided: true}, nil
-		case strings.HasPrefix(rest, " ") && !strings.Contains(rest[1:], " "):
-			return decision{decided: true, writer: rest[1:]}, nil
+	if rest, ok := strings.CutPrefix(line, abortedHeader+id+" "); ok {
+		if rest == "" || strings.Contains(rest, " ") {
+			return bad()
 		}
-		return bad()
+		return decision{decided: true, writer: rest}, nil
 	}
 	rest, ok := strings.CutPrefix(line, committedHeader+id)
 	if !ok {
 		return bad()
-	}
-	if rest == "" {
-		return decision{decided: true, committed: true}, nil
 	}
 	// " <staged key> sha256:<hex>": the key is StagedPrefix+id+"@"+writer.
 	i := strings.LastIndex(rest, " ")
@@ -256,10 +249,8 @@ func (s *Sink) Commit(ctx context.Context, id string) error {
 			return fmt.Errorf("demo: sink commit %q: %w", id, oerr)
 		case d.committed && d.staged == key:
 			return nil
-		case d.committed:
-			return fmt.Errorf("demo: sink commit %q: committed %q, not ours %q: %w", id, d.staged, key, ErrTxnOtherWriter)
-		case d.decided:
-			return fmt.Errorf("demo: sink commit %q: %w", id, ErrTxnAborted)
+		case d.committed || d.decided:
+			return s.lostDecision(id, key, d)
 		}
 		return fmt.Errorf("demo: sink commit %q: nothing staged: %w", id, err)
 	}
@@ -282,16 +273,31 @@ func (s *Sink) Commit(ctx context.Context, id string) error {
 		case oerr != nil:
 			return fmt.Errorf("demo: sink commit %q: %w", id, oerr)
 		case d.committedBy(key, sum):
-		case d.committed:
-			return fmt.Errorf("demo: sink commit %q: committed %q, not ours %q: %w", id, d.staged, key, ErrTxnOtherWriter)
 		default:
-			return fmt.Errorf("demo: sink commit %q: %w", id, ErrTxnAborted)
+			return s.lostDecision(id, key, d)
 		}
 	}
 	// The staged file is garbage now; a failure to remove it only leaves
 	// it for Sweep.
 	_ = s.bs.Delete(ctx, key)
 	return nil
+}
+
+// lostDecision is the error of a Commit of id whose transaction another
+// decision ended first. A decision by another writer (a commit of its own
+// staged output, or an abort) means that writer took over: this one is a
+// zombie woken in its commit phase, and the error wraps checkpoint.ErrFenced
+// so that it says so.
+func (s *Sink) lostDecision(id, key string, d decision) error {
+	base := ErrTxnAborted
+	what := "aborted"
+	if d.committed {
+		base, what = ErrTxnOtherWriter, fmt.Sprintf("committed %q, not ours %q", d.staged, key)
+	}
+	if d.writer != "" && d.writer != s.writer {
+		return fmt.Errorf("demo: sink commit %q: %s by writer %s, which took over: %w: %w", id, what, d.writer, base, checkpoint.ErrFenced)
+	}
+	return fmt.Errorf("demo: sink commit %q: %s: %w", id, what, base)
 }
 
 // Abort aborts the transaction of checkpoint id: no output staged for it

@@ -157,7 +157,7 @@ func TestSinkSweepAbortsOpenTransactionsAndKeepsCommitted(t *testing.T) {
 	}
 	// id1 committed but its staged file left behind (crash after the
 	// commit point), id2 open.
-	if _, err := bs.PutIfAbsent(ctx, OutPrefix+id1, stringsReader(committedHeader+id1+"\na\t1\n")); err != nil {
+	if _, err := bs.PutIfAbsent(ctx, OutPrefix+id1, stringsReader(commitHeader(id1, StagedKey(id1, s.Writer()), digest([]byte("a\t1\n")))+"a\t1\n")); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.Sweep(ctx)
@@ -181,5 +181,34 @@ func TestSinkRejectsCorruptOutput(t *testing.T) {
 	}
 	if _, err := s.Output(ctx); !errors.Is(err, ErrCorruptOutput) {
 		t.Fatalf("Output over a corrupt file: %v, want ErrCorruptOutput", err)
+	}
+}
+
+// A zombie woken in its commit phase, after the writer that took over
+// aborted (or committed) the same id, is told it was fenced, not only
+// that the transaction was decided.
+func TestSinkCommitAfterANewerWriterDecidedIsFenced(t *testing.T) {
+	ctx := t.Context()
+	_, bs := newFileSink(t)
+	zombie, successor := NewSink(bs).withEpoch(1), NewSink(bs).withEpoch(2)
+	if err := zombie.Stage(ctx, id1, map[string]uint64{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := successor.Abort(ctx, id1); err != nil {
+		t.Fatal(err)
+	}
+	err := zombie.Commit(ctx, id1)
+	if !errors.Is(err, checkpoint.ErrFenced) || !errors.Is(err, ErrTxnAborted) {
+		t.Fatalf("zombie commit after the successor's abort: %v, want ErrFenced and ErrTxnAborted", err)
+	}
+	// Its own abort, then its own commit: decided by itself, not fenced.
+	if err := zombie.Stage(ctx, id2, map[string]uint64{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.Abort(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.Commit(ctx, id2); !errors.Is(err, ErrTxnAborted) || errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("commit after its own abort: %v, want ErrTxnAborted without ErrFenced", err)
 	}
 }

@@ -95,11 +95,14 @@ offset in demo/base for later runs.`,
 	return cmd
 }
 
-// demoStoreURL returns the store URL of the demo: --store, then
-// $TIDEMARK_STORE, then file://<abs dir>/store.
+// demoStoreURL returns the store URL of the demo: --store, else
+// file://<abs dir>/store. Unlike the operator commands it does not read
+// $TIDEMARK_STORE: the demo takes the writer role of its store, and a
+// variable exported for ls or gc must not make a replayed quick start
+// fence the job running there.
 func (a *app) demoStoreURL(dir string) (string, error) {
-	if u, err := a.storeURL(); err == nil {
-		return u, nil
+	if a.store != "" {
+		return a.store, nil
 	}
 	abs, err := filepath.Abs(filepath.Join(dir, "store"))
 	if err != nil {

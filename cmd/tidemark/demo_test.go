@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,5 +141,23 @@ func TestDemoResumedFromASavepointExitsThreeOnWrongOutput(t *testing.T) {
 				t.Fatalf("demo over damaged output in west: exit %d, stdout %q; want 3, FAILED and %q", code, out, want)
 			}
 		})
+	}
+}
+
+// The demo runs on --store or its own directory, never on the store
+// $TIDEMARK_STORE names for the operator commands: replaying the quick
+// start must not take the writer role of a job running there.
+func TestDemoIgnoresTidemarkStore(t *testing.T) {
+	other := t.TempDir()
+	dir := t.TempDir()
+	args := []string{"demo", "--dir", dir, "--records", "4000", "--words", "50", "--batch", "500", "--checkpoint-every", "2000", "--interval", "1h", "--slow", "0"}
+	if out, errOut, code := tm(t, fileURL(other), args...); code != 0 || !strings.Contains(out, "exactly-once: OK") {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 0 {
+		t.Fatalf("the demo wrote into $TIDEMARK_STORE: %v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "store", "_writer")); err != nil {
+		t.Fatalf("the demo did not run on its own store under --dir: %v", err)
 	}
 }
