@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -364,6 +365,24 @@ func (s *suite) testGetRange(t *testing.T) {
 		{"past-end-to-end", "r", 5000, -1, nil},
 		{"empty-object", "empty", 0, 10, nil},
 		{"empty-object-to-end", "empty", 0, -1, nil},
+		// "To the end" written as a length no object reaches: the end
+		// offset+length-1 overflows int64 (or is just short of it), and a
+		// store that sends it as an HTTP range unchecked gets the whole
+		// object back instead of the tail asked for.
+		{"max-length", "r", 0, math.MaxInt64, data},
+		{"max-length-from-middle", "r", 100, math.MaxInt64, data[100:]},
+		{"max-length-last-byte", "r", 999, math.MaxInt64, data[999:]},
+		{"length-ending-at-max", "r", 100, math.MaxInt64 - 100, data[100:]},
+		{"length-ending-before-max", "r", 100, math.MaxInt64 - 101, data[100:]},
+		{"length-just-overflowing", "r", 100, math.MaxInt64 - 99, data[100:]},
+		{"huge-length", "r", 10, 1 << 62, data[10:]},
+		{"max-length-at-end", "r", 1000, math.MaxInt64, nil},
+		{"max-length-past-end", "r", 5000, math.MaxInt64, nil},
+		{"max-offset", "r", math.MaxInt64, 1, nil},
+		{"max-offset-max-length", "r", math.MaxInt64, math.MaxInt64, nil},
+		{"max-offset-to-end", "r", math.MaxInt64, -1, nil},
+		{"empty-object-max-length", "empty", 0, math.MaxInt64, nil},
+		{"empty-object-max-length-from-middle", "empty", 7, math.MaxInt64, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc, err := bs.GetRange(ctx, tc.key, tc.offset, tc.length)
