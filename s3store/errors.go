@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -49,6 +50,35 @@ func isPrecondition(err error) bool {
 	return status == 412 || status == 304 || code == "PreconditionFailed"
 }
 
+// invalidNameCodes are the error codes with which S3 and S3-compatible
+// servers refuse an object name or prefix.
+var invalidNameCodes = map[string]bool{
+	"KeyTooLongError":           true, // S3, MinIO: over 1024 bytes
+	"KeyTooLong":                true,
+	"InvalidObjectName":         true,
+	"XMinioInvalidObjectName":   true, // MinIO: characters it cannot store
+	"XMinioInvalidResourceName": true, // MinIO: dot segments, also with '\' and spaces
+	"ObjectNameTooLong":         true,
+}
+
+// isInvalidName reports whether err is a server's refusal of an object
+// name. InvalidArgument, which S3 returns for many bad arguments, counts
+// only when its message is about the key or name.
+func isInvalidName(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	if invalidNameCodes[ae.ErrorCode()] {
+		return true
+	}
+	if ae.ErrorCode() == "InvalidArgument" {
+		msg := strings.ToLower(ae.ErrorMessage())
+		return strings.Contains(msg, "object name") || strings.Contains(msg, "key")
+	}
+	return false
+}
+
 // wrap turns an SDK error from operation op on key into one that wraps a
 // blobstore or s3store sentinel where one applies, prefixed with
 // "s3store: op key:". conditional says op carried If-Match/If-None-Match,
@@ -66,6 +96,11 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 		return fmt.Errorf("s3store: %s %q: %w: bucket %q at %s: %w", op, key, ErrBucketNotFound, s.bucket, s.endpoint, err)
 	case code == "NoSuchKey" || code == "NotFound" || status == 404 && code != "NoSuchUpload":
 		return fmt.Errorf("s3store: %s %q: %w", op, key, blobstore.ErrNotFound)
+	case isInvalidName(err):
+		// The key rules (blobstore.ValidateKey) are meant to refuse every
+		// key a server refuses; should a server refuse more, the caller
+		// still learns that the key is the problem.
+		return fmt.Errorf("s3store: %s %q: %w: the server refused the name: %w", op, key, blobstore.ErrInvalidKey, err)
 	case conditional && isPrecondition(err):
 		return fmt.Errorf("s3store: %s %q: %w", op, key, blobstore.ErrPreconditionFailed)
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
@@ -123,6 +125,53 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			tc.opts.Endpoint, tc.opts.AccessKey, tc.opts.SecretKey = "http://127.0.0.1:1", "a", "s"
 			if _, err := New(context.Background(), tc.opts); err == nil {
 				t.Fatal("New succeeded")
+			}
+		})
+	}
+}
+
+func TestServerRefusalOfANameIsErrInvalidKey(t *testing.T) {
+	// Requests sent past the key rules, straight with the client, as if
+	// ValidateKey let through a key the server refuses: the store's error
+	// classification must still say ErrInvalidKey. (Finding 9: MinIO's
+	// 400 XMinioInvalidResourceName was an unclassified error.)
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.MaxAttempts = 1 })
+	ctx := t.Context()
+	long := strings.Repeat("k", blobstore.MaxKeyLen+1)
+	for _, tc := range []struct {
+		name string
+		key  string
+		call func(key string) error
+	}{
+		{"put backslash dot segment", `a\..\b`, func(k string) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: strings.NewReader("x")})
+			return err
+		}},
+		{"put space-padded dot segment", "a/ .. /b", func(k string) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: strings.NewReader("x")})
+			return err
+		}},
+		{"get backslash dot segment", `..\x`, func(k string) error {
+			_, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &k})
+			return err
+		}},
+		{"list backslash dot prefix", `a\..`, func(k string) error {
+			_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &k})
+			return err
+		}},
+		{"put over 1024 bytes", long, func(k string) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: strings.NewReader("x")})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := tc.call(tc.key)
+			if raw == nil {
+				t.Fatalf("the server accepted %.40q; the test needs a key it refuses", tc.key)
+			}
+			err := s.wrap("op", tc.key, raw, false)
+			if !errors.Is(err, blobstore.ErrInvalidKey) {
+				t.Fatalf("server answer %v classified as %v, want ErrInvalidKey", raw, err)
 			}
 		})
 	}

@@ -274,6 +274,32 @@ var InvalidKeys = []string{
 	strings.Repeat("k/", blobstore.MaxKeyLen/2) + "k",
 	strings.Repeat("s", blobstore.MaxSegmentLen+1),
 	"a/" + strings.Repeat("s", blobstore.MaxSegmentLen+1) + "/b",
+	// Dot segments in disguise, which MinIO refuses with 400
+	// XMinioInvalidResourceName: '\' separates as '/' does, and the
+	// spaces around a segment are trimmed.
+	`a\..\b`,
+	`..\x`,
+	`x\..`,
+	`a/b\.\c`,
+	`\..`,
+	`a\.`,
+	"a/ .. /b",
+	".. ",
+	" .",
+	" . ",
+	"a/  ..",
+	"a/\u3000..\u00a0/b",
+	`a/ ..\b`,
+	// MinIO keeps an object's metadata in <key>/xl.meta.
+	"xl.meta",
+	"a/xl.meta",
+	"a/XL.Meta/b",
+	// MinIO lists "a__XLDIR__" as "a/" (its encoding of directory
+	// markers); XML, and so an S3 listing, cannot carry U+FFFE or U+FFFF.
+	"a__XLDIR__",
+	`a/b\__XLDIR__`,
+	"a\uffff",
+	"\ufffe/b",
 }
 
 // LongestKey returns a valid key of exactly n bytes made of segments of
@@ -326,7 +352,8 @@ func (s *suite) testInvalidKeys(t *testing.T) {
 
 func (s *suite) testValidUnusualKeys(t *testing.T) {
 	bs := s.open(t)
-	keys := []string{"with space", "ünïcödé/日本", "a.b/..c/c..", "-dash/_under~tilde", "x=y&z+w", "%2F", "a/b.tmp"}
+	keys := []string{"with space", "ünïcödé/日本", "a.b/..c/c..", "-dash/_under~tilde", "x=y&z+w", "%2F", "a/b.tmp",
+		`back\slash`, `\lead`, `trail\`, `...\x`, ". x/ ", "sp/ /ace", "xl.meta.bkp/a.xl.meta", "__XLDIR__x/y", "\ufffd\U0010ffff"}
 	for i, k := range keys {
 		mustPut(t, bs, k, []byte{byte(i)})
 	}
