@@ -43,6 +43,37 @@ func errCodes(err error) (code string, status int) {
 	return code, status
 }
 
+// holds reports whether target itself (not an error that merely says
+// errors.Is target) is in err's chain.
+func holds(err, target error) bool {
+	for err != nil {
+		if err == target {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if holds(e, target) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// isNetTimeout reports whether err is a network timeout: a dial, TLS
+// handshake, response header or idle timeout of the HTTP client.
+func isNetTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // isPrecondition reports whether err says a condition did not hold. 304
 // counts: MinIO once answered a failed If-None-Match with it (#19442).
 func isPrecondition(err error) bool {
@@ -87,8 +118,31 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if cerr := s.noCredentials(op, key, err); cerr != nil {
+		return cerr
+	}
+	var se *smithyhttp.RequestSendError
+	var oe *net.OpError
+	dialFailed := errors.As(err, &se) && errors.As(err, &oe) && oe.Op == "dial"
+	switch {
+	case errors.Is(err, ErrTimeout) && dialFailed:
+		// Refused or unroutable until the operation timeout: unreachable
+		// is the more useful answer, and the error is ErrTimeout too.
+		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrUnreachable, s.endpoint, s.bucket, err)
+	case errors.Is(err, ErrTimeout):
+		return fmt.Errorf("s3store: %s %q: %s (bucket %q): %w", op, key, s.endpoint, s.bucket, err)
+	case holds(err, context.Canceled) || holds(err, context.DeadlineExceeded):
+		// The caller's context, not one of ours.
 		return fmt.Errorf("s3store: %s %q: %w", op, key, err)
+	case isNetTimeout(err) || errors.As(err, &se) && errors.Is(err, net.ErrClosed):
+		// A request whose connection our own client closed under it: the
+		// caller's context is ruled out above, so the response header
+		// timeout fired while the body was still being flushed (net/http
+		// then reports the write error, not the timeout).
+		// The attempt or idle timeout, on the last attempt. (net/http's
+		// timeout errors also say errors.Is context.DeadlineExceeded,
+		// which is why the case above looks for the value itself.)
+		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrTimeout, s.endpoint, s.bucket, err)
 	}
 	code, status := errCodes(err)
 	switch {
@@ -108,9 +162,7 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 		return fmt.Errorf("s3store: %s %q: %w to bucket %q at %s (check credentials and policy): %w",
 			op, key, ErrAccessDenied, s.bucket, s.endpoint, err)
 	}
-	var se *smithyhttp.RequestSendError
-	var oe *net.OpError
-	if errors.As(err, &se) && errors.As(err, &oe) && oe.Op == "dial" {
+	if dialFailed {
 		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrUnreachable, s.endpoint, s.bucket, err)
 	}
 	return fmt.Errorf("s3store: %s %q: %w", op, key, err)
