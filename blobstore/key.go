@@ -24,6 +24,12 @@ const MaxSegmentLen = 255
 // IncompleteBody): a key that works until a sibling is written.
 const reservedSegment = "xl.meta"
 
+// ReservedUploadsSegment is a segment no key may have, on any store: the
+// S3 store keeps the records of the multipart uploads it starts under
+// "<prefix>/.tidemark-uploads/" (see the s3store package documentation),
+// and a key there would be mistaken for one, or hidden from List.
+const ReservedUploadsSegment = ".tidemark-uploads"
+
 // dirObjectSuffix is how MinIO stores a key ending in '/': a key that
 // ends in it is listed as that other key ("a__XLDIR__" as "a/").
 const dirObjectSuffix = "__XLDIR__"
@@ -33,8 +39,8 @@ const dirObjectSuffix = "__XLDIR__"
 // over 255 bytes, no control characters (C0, DEL or C1) nor U+FFFE or
 // U+FFFF (which XML, and so an S3 listing, cannot carry), no dot segment,
 // no segment named xl.meta and no "__XLDIR__" at the end (MinIO's own
-// names for metadata and directory markers). The error wraps
-// ErrInvalidKey.
+// names for metadata and directory markers), and no segment
+// ReservedUploadsSegment. The error wraps ErrInvalidKey.
 //
 // A dot segment is "." or ".." once '\' also counts as a separator and
 // spaces around it are ignored: "a/./b" and "a/../b" but also `a\..\b`,
@@ -133,6 +139,9 @@ func validateSegment(key, seg string) error {
 	}
 	if strings.EqualFold(seg, reservedSegment) {
 		return fmt.Errorf("%w: %q has a segment %q, which MinIO reserves for its metadata", ErrInvalidKey, key, seg)
+	}
+	if seg == ReservedUploadsSegment {
+		return fmt.Errorf("%w: %q has the segment %q, reserved for the S3 store's upload records", ErrInvalidKey, key, seg)
 	}
 	return nil
 }

@@ -34,6 +34,24 @@
 // becomes visible; if even the abort fails (the server is down),
 // [Store.AbortIncompleteUploads] removes the leftover in a later sweep.
 //
+// # Upload records and reserved names
+//
+// Every multipart upload a Store starts is recorded, right after
+// CreateMultipartUpload and before any part, in a small object at
+// <prefix>/.tidemark-uploads/<hash>, which holds the key, the upload id
+// and the start time and is deleted once the upload is completed or
+// aborted. A record that outlives its upload (the process died, or the
+// server was down when the upload failed) lets
+// [Store.AbortIncompleteUploads] of any later Store on the same bucket
+// and prefix abort the upload by key and id, without relying on
+// ListMultipartUploads (which MinIO, after a restart, answers only for
+// an upload's exact key). The records live inside the prefix, so a
+// policy granting a job its prefix covers them; ".tidemark-uploads" is a
+// segment no key may have on any store (blobstore.ReservedUploadsSegment)
+// and List never yields a record. A record costs one small PUT and one
+// DELETE per multipart upload. The probe uses keys under
+// _tidemark_probe/ and deletes them.
+//
 // # Parallel downloads and cleanup
 //
 // [Store.GetParallel] reads a large object as Concurrency ranged GETs

@@ -126,6 +126,9 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 				return
 			}
 			for _, o := range page.Contents {
+				if isRecord(strings.TrimPrefix(aws.ToString(o.Key), s.prefix)) {
+					continue // an upload record (records.go), not an object
+				}
 				info := blobstore.ObjectInfo{
 					Key:     strings.TrimPrefix(aws.ToString(o.Key), s.prefix),
 					Size:    aws.ToInt64(o.Size),

@@ -272,6 +272,13 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 		return "", err
 	}
 	uploadID := created.UploadId
+	// The record lets AbortIncompleteUploads find the upload after a
+	// crash, whatever the server's listings say (records.go). No part is
+	// sent before it exists.
+	if err := s.recordUpload(ctx, okey, aws.ToString(uploadID)); err != nil {
+		bufs.put(first)
+		return "", s.abort(okey, uploadID, err)
+	}
 
 	// upCtx is cancelled at the first failure, which stops the reader and
 	// the other workers.
@@ -398,6 +405,7 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 		// pending until aborted.
 		return "", s.abort(okey, uploadID, err)
 	}
+	s.forgetUpload(okey, aws.ToString(uploadID))
 	return unquote(out.ETag), nil
 }
 
@@ -414,6 +422,7 @@ func (s *Store) abort(okey string, uploadID *string, cause error) error {
 	})
 	if err != nil {
 		if code, _ := errCodes(err); code != "NoSuchUpload" {
+			// The record stays: it is how a later Store finds the upload.
 			s.abortMu.Lock()
 			s.failedAborts = append(s.failedAborts, pendingUpload{key: okey, id: aws.ToString(uploadID)})
 			s.abortMu.Unlock()
@@ -421,5 +430,6 @@ func (s *Store) abort(okey string, uploadID *string, cause error) error {
 				cause, aws.ToString(uploadID), err)
 		}
 	}
+	s.forgetUpload(okey, aws.ToString(uploadID))
 	return cause
 }

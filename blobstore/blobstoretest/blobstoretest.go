@@ -300,6 +300,9 @@ var InvalidKeys = []string{
 	`a/b\__XLDIR__`,
 	"a\uffff",
 	"\ufffe/b",
+	// Reserved for the S3 store's upload records.
+	blobstore.ReservedUploadsSegment + "/x",
+	"a/" + blobstore.ReservedUploadsSegment + "/b",
 }
 
 // LongestKey returns a valid key of exactly n bytes made of segments of
