@@ -21,23 +21,26 @@ import (
 // Upload records. Every multipart upload a Store starts is recorded in a
 // small object under its own prefix, at
 //
-//	<prefix>/.tidemark-uploads/<hash of key and upload id>
+//	<prefix>/.tidemark-uploads/<hash of key and write id>
 //
-// holding the object key, the upload id and when it started. It is written
-// right after CreateMultipartUpload, before any part (a Put whose record
-// cannot be written aborts its upload and fails), and deleted once the
-// upload is completed or aborted. A record outlives its upload only when
-// the process died, or the server went away, before the abort: then
-// AbortIncompleteUploads of any later Store on the same bucket and prefix
-// aborts the upload by key and id, which works on every server whatever
-// its ListMultipartUploads answers (MinIO, after a restart, lists an
-// upload only under its exact key).
+// holding the object key and when it started, written before
+// CreateMultipartUpload and rewritten with the upload id once Create has
+// answered (a Put whose record cannot be written fails before sending a
+// part), and deleted once the upload is completed or aborted. A record
+// outlives its upload only when the process died, or the server went
+// away, before the abort: then AbortIncompleteUploads of any later Store
+// on the same bucket and prefix aborts the upload by key and id, which
+// works on every server whatever its listings say (MinIO, after a
+// restart, lists an upload only under its exact key), and also every
+// upload the server lists under that exact key: a Create whose answer was
+// lost (a 503 SlowDown after the server applied it, say) and was retried
+// started an upload whose id nobody learned.
 //
 // The records live inside the store's prefix, so that a policy that
 // grants a job its prefix covers them and deleting the prefix deletes
 // them; ".tidemark-uploads" is a reserved segment that no key may have
 // (blobstore.ValidateKey refuses it on every store), and List never
-// yields a record. Cost: one small PUT and one DELETE per multipart
+// yields a record. Cost: two small PUTs and one DELETE per multipart
 // upload (objects over PartSize), none for single-part writes.
 
 // recordsDir is the reserved segment (blobstore.ReservedUploadsSegment)
@@ -46,14 +49,15 @@ const recordsDir = blobstore.ReservedUploadsSegment
 
 // uploadRecord is the content of a record.
 type uploadRecord struct {
-	Key       string    `json:"key"` // bucket key, prefix included
-	UploadID  string    `json:"upload_id"`
+	Key       string    `json:"key"`                 // bucket key, prefix included
+	UploadID  string    `json:"upload_id,omitempty"` // "" until Create answered
 	Initiated time.Time `json:"initiated"`
 }
 
-// recordKey returns the bucket key of the record of upload id of okey.
-func (s *Store) recordKey(okey, id string) string {
-	h := sha256.Sum256([]byte(okey + "\x00" + id))
+// recordKey returns the bucket key of the record of the upload of okey
+// by the write tagged writeID.
+func (s *Store) recordKey(okey, writeID string) string {
+	h := sha256.Sum256([]byte(okey + "\x00" + writeID))
 	return s.prefix + recordsDir + "/" + hex.EncodeToString(h[:20])
 }
 
@@ -63,19 +67,21 @@ func isRecord(okey string) bool {
 	return strings.HasPrefix(okey, recordsDir+"/") || strings.Contains(okey, "/"+recordsDir+"/")
 }
 
-// recordUpload writes the record of upload id of okey.
-func (s *Store) recordUpload(ctx context.Context, okey, id string) error {
-	body, err := json.Marshal(uploadRecord{Key: okey, UploadID: id, Initiated: time.Now().UTC()})
+// recordUpload writes the record of the upload of okey by the write
+// tagged writeID: before CreateMultipartUpload with id "", after it with
+// the upload id.
+func (s *Store) recordUpload(ctx context.Context, okey, writeID, id string, started time.Time) error {
+	body, err := json.Marshal(uploadRecord{Key: okey, UploadID: id, Initiated: started.UTC()})
 	if err != nil {
 		return err
 	}
-	rkey := s.recordKey(okey, id)
+	rkey := s.recordKey(okey, writeID)
 	in := &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: &rkey, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
 	}
 	s.setSSE(&in.ServerSideEncryption, &in.SSEKMSKeyId)
 	if _, err := s.client.PutObject(ctx, in); err != nil {
-		return fmt.Errorf("record multipart upload %s: %w", id, err)
+		return fmt.Errorf("record multipart upload: %w", err)
 	}
 	return nil
 }
@@ -84,10 +90,13 @@ func (s *Store) recordUpload(ctx context.Context, okey, id string) error {
 // aborted. It uses a fresh context (the caller's may be cancelled); a
 // record it fails to delete is removed by a later AbortIncompleteUploads,
 // to which the upload is then already gone.
-func (s *Store) forgetUpload(okey, id string) {
+func (s *Store) forgetUpload(okey, writeID string) {
+	if writeID == "" {
+		return // not started by this package's Put
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
 	defer cancel()
-	rkey := s.recordKey(okey, id)
+	rkey := s.recordKey(okey, writeID)
 	_, _ = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &rkey})
 }
 
@@ -116,20 +125,49 @@ func (s *Store) abortRecorded(ctx context.Context, full string, olderThan time.D
 			if !strings.HasPrefix(rec.Key, full) || rec.Initiated.After(cutoff) {
 				continue
 			}
-			_, err = s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
-				Bucket: &s.bucket, Key: aws.String(rec.Key), UploadId: aws.String(rec.UploadID),
-			})
-			switch code, _ := errCodes(err); {
-			case err == nil:
-				n++
-			case code == "NoSuchUpload":
-				// Completed, aborted or expired: only the record is left.
-			default:
-				return n, s.wrap("abort-incomplete-uploads", strings.TrimPrefix(rec.Key, s.prefix), err, false)
+			m, err := s.abortUploadsOf(ctx, rec, cutoff)
+			n += m
+			if err != nil {
+				return n, err
 			}
 			if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: o.Key}); err != nil {
 				return n, s.wrap("abort-incomplete-uploads", strings.TrimPrefix(aws.ToString(o.Key), s.prefix), err, false)
 			}
+		}
+	}
+	return n, nil
+}
+
+// abortUploadsOf aborts the upload rec names, by id, and every upload
+// the server lists under exactly its key that started before cutoff. It
+// returns how many it aborted.
+func (s *Store) abortUploadsOf(ctx context.Context, rec uploadRecord, cutoff time.Time) (int, error) {
+	rel := strings.TrimPrefix(rec.Key, s.prefix)
+	ids := map[string]bool{}
+	if rec.UploadID != "" {
+		ids[rec.UploadID] = true
+	}
+	ups, err := s.uploads(ctx, rec.Key)
+	if err != nil {
+		return 0, s.wrap("abort-incomplete-uploads", rel, err, false)
+	}
+	for _, u := range ups {
+		if aws.ToString(u.Key) == rec.Key && (u.Initiated == nil || u.Initiated.Before(cutoff)) {
+			ids[aws.ToString(u.UploadId)] = true
+		}
+	}
+	n := 0
+	for id := range ids {
+		_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: &s.bucket, Key: aws.String(rec.Key), UploadId: aws.String(id),
+		})
+		switch code, _ := errCodes(err); {
+		case err == nil:
+			n++
+		case code == "NoSuchUpload":
+			// Completed, aborted or expired: only the record is left.
+		default:
+			return n, s.wrap("abort-incomplete-uploads", rel, err, false)
 		}
 	}
 	return n, nil

@@ -135,7 +135,7 @@ func TestUploadRecordsComeAndGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.recordUpload(ctx, "p/young", aws.ToString(created.UploadId)); err != nil {
+	if err := s.recordUpload(ctx, "p/young", newWriteID(), aws.ToString(created.UploadId), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.AbortIncompleteUploads(ctx, "", time.Hour); err != nil || n != 0 {

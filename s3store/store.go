@@ -154,8 +154,9 @@ type Store struct {
 	failedAborts []pendingUpload
 }
 
-// pendingUpload names a multipart upload: store key and upload id.
-type pendingUpload struct{ key, id string }
+// pendingUpload names a multipart upload: store key, upload id and the
+// write id its record is named by.
+type pendingUpload struct{ key, id, writeID string }
 
 var _ blobstore.Blobstore = (*Store)(nil)
 

@@ -127,10 +127,10 @@ func (s *Store) retryFailedAborts(ctx context.Context, full string) (int, error)
 		switch code, _ := errCodes(err); {
 		case err == nil:
 			n++
-			s.forgetUpload(u.key, u.id)
+			s.forgetUpload(u.key, u.writeID)
 		case code == "NoSuchUpload":
 			// Completed, aborted or expired meanwhile.
-			s.forgetUpload(u.key, u.id)
+			s.forgetUpload(u.key, u.writeID)
 		default:
 			keep = append(keep, u)
 			firstErr = s.wrap("abort-incomplete-uploads", strings.TrimPrefix(u.key, s.prefix), err, false)
