@@ -22,6 +22,7 @@ func TestValidateKeyAccepts(t *testing.T) {
 	for _, key := range []string{
 		"a", "a/b", "checkpoints/000001/checkpoint.json", "...", "a/..b", "..a/b",
 		"with space", "日本/語", "a.b", blobstoretest.LongestKey(blobstore.MaxKeyLen),
+		`a\b`, `\x`, `x\`, `a\...\b`, `.x\x.`, ". x", "a/ /b", " ", "xl.meta.bkp", "a.xl.meta", "xl/meta", "__XLDIR__/a", "a__XLDIR__b", "\ufffd",
 		strings.Repeat("s", blobstore.MaxSegmentLen) + "/x",
 	} {
 		if err := blobstore.ValidateKey(key); err != nil {
@@ -36,7 +37,11 @@ func TestValidatePrefix(t *testing.T) {
 		ok     bool
 	}{
 		{"", true}, {"a", true}, {"a/", true}, {"a/b", true}, {"a/b/", true},
-		{"a/.", true}, {"a/..", true}, {".", true}, {"..", true},
+		{"a/.b", true}, {"a/..b", true}, {".x", true}, {"a/xl.meta", true}, {`a\`, true},
+		// A partial last segment that is a dot segment: MinIO refuses
+		// the listing, so every store does.
+		{"a/.", false}, {"a/..", false}, {".", false}, {"..", false}, {`a\..`, false}, {"a/. ", false},
+		{`a\..\b/`, false}, {"a/ .. /", false}, {"xl.meta/", false},
 		{"../", false}, {"a/../", false}, {"/", false}, {"/a", false},
 		{"a//", false}, {"a/./", false}, {"a\x00", false}, {"\xff", false},
 		{strings.Repeat("p", blobstore.MaxKeyLen+1), false},
@@ -62,6 +67,8 @@ func FuzzValidateKey(f *testing.F) {
 	}
 	f.Add("a/b/c")
 	f.Add("savepoints/label")
+	f.Add(`a\b c/.x\..y`)
+	f.Add("a/ . x/b")
 	f.Fuzz(func(t *testing.T, key string) {
 		if blobstore.ValidateKey(key) != nil {
 			return
@@ -72,6 +79,19 @@ func FuzzValidateKey(f *testing.F) {
 		for _, seg := range strings.Split(key, "/") {
 			if seg == "" || seg == "." || seg == ".." || len(seg) > blobstore.MaxSegmentLen {
 				t.Fatalf("accepted %q with segment %q", key, seg)
+			}
+			if strings.ToLower(seg) == "xl.meta" || seg == ".tidemark-uploads" || strings.Contains(seg, "\uffff") || strings.Contains(seg, "\ufffe") {
+				t.Fatalf("accepted %q with MinIO's reserved segment %q", key, seg)
+			}
+		}
+		if strings.HasSuffix(key, "__XLDIR__") {
+			t.Fatalf("accepted %q, which MinIO lists as a directory", key)
+		}
+		// A server that reads '\' as a separator and trims white space
+		// (MinIO does both) must see no dot segment either.
+		for _, part := range strings.FieldsFunc(strings.ReplaceAll(key, `\`, "/"), func(r rune) bool { return r == '/' }) {
+			if p := strings.TrimSpace(part); p == "." || p == ".." {
+				t.Fatalf("accepted %q, which has the dot segment %q on a server that splits on '\\' and trims spaces", key, part)
 			}
 		}
 		for _, r := range key {

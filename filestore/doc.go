@@ -11,7 +11,10 @@
 //	file://localhost/var/lib/tidemark
 //	file:relative/dir               relative to the working directory
 //
-// Any other host, and any query parameter, is an error.
+// Any other host is an error. Query parameters set [Options]:
+// must_exist=true (a missing directory is [ErrStoreNotFound] rather than
+// an empty store, for read-only tools) and lock_timeout (a Go duration,
+// default 30s, or none); any other parameter is an error.
 //
 // # Writes and durability
 //
@@ -43,6 +46,15 @@
 // never be undone by a write that slipped in between its check and its
 // rename. flock needs a local filesystem (or one that implements it, as
 // NFSv4 does); it does not work on every network filesystem.
+//
+// The lock is held for milliseconds by a healthy writer, but a process
+// stopped while holding it (SIGSTOP, docker pause, a cgroup freezer, a
+// debugger) holds it for as long as it stays stopped. So a writer waits
+// for a lock by polling a non-blocking flock: the wait ends when its
+// context is done, or after Options.LockTimeout (default 30 s) with
+// [ErrLocked], naming the locked directory. Reads take no lock and are
+// never blocked. Safety does not depend on the timeout: a writer that
+// gives up changes nothing.
 //
 // # ETags
 //

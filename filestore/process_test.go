@@ -127,6 +127,13 @@ func body(writer string) []byte {
 // TestConditionalWritesAreAtomicAcrossProcesses when it is re-executed by
 // it, and as the tests otherwise.
 func TestMain(m *testing.M) {
+	if os.Getenv(lockHolderEnv) != "" {
+		if err := lockHolder(os.Getenv(lockHolderEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "lock holder:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(helperEnv) == "1" {
 		if err := helperProcess(); err != nil {
 			fmt.Fprintln(os.Stderr, "helper process:", err)

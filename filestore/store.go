@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
@@ -25,12 +26,44 @@ var ErrKeyConflict = errors.New("filestore: key conflicts with an existing key (
 // concurrent writes stay cheap.
 const copyBufferSize = 1 << 20
 
+// ErrLocked is returned when a write could not take a directory's lock
+// within Options.LockTimeout because another process (or another Store)
+// holds it: typically a process that was stopped (SIGSTOP, docker pause,
+// a debugger) or hung in the middle of a write.
+var ErrLocked = errors.New("filestore: directory locked by another process")
+
+// ErrStoreNotFound is returned, with Options.MustExist, by every operation
+// on a store whose root directory does not exist, so that a read-only
+// caller can tell a mistyped path from an empty store.
+var ErrStoreNotFound = errors.New("filestore: store directory does not exist")
+
+// DefaultLockTimeout is Options.LockTimeout when zero. The lock is held
+// only across a condition check, a rename and a directory fsync, so a
+// healthy writer keeps it for milliseconds; the margin is for a disk
+// whose fsyncs stall under load.
+const DefaultLockTimeout = 30 * time.Second
+
+// Options configure a Store. The zero value is the default.
+type Options struct {
+	// LockTimeout bounds how long a write waits for the lock of the
+	// key's directory (see the package documentation) before it fails
+	// with ErrLocked; DefaultLockTimeout if zero, no bound but the
+	// context's if negative. The wait always ends when the context does.
+	LockTimeout time.Duration
+	// MustExist makes a missing root directory an error (ErrStoreNotFound)
+	// for every operation, reads and writes alike, instead of an empty
+	// store that the first write creates. Read-only tools set it.
+	MustExist bool
+}
+
 // Store is a [blobstore.Blobstore] on a directory tree. It holds no open
 // files between calls, so any number of Stores and processes may share a
 // directory. All methods are safe for concurrent use.
 type Store struct {
-	dir  string
-	bufs sync.Pool // *[]byte of copyBufferSize
+	dir         string
+	lockTimeout time.Duration // 0: none
+	mustExist   bool
+	bufs        sync.Pool // *[]byte of copyBufferSize
 
 	// beforeRename, if set (by tests only), runs in a write between the
 	// condition check and the rename: it widens the window a missing lock
@@ -40,10 +73,14 @@ type Store struct {
 
 var _ blobstore.Blobstore = (*Store)(nil)
 
-// New returns a Store rooted at dir, made absolute. It does no I/O: the
-// directory is created by the first write, and reads before that find
-// nothing.
-func New(dir string) (*Store, error) {
+// New returns a Store rooted at dir, made absolute, with the default
+// Options. It does no I/O: the directory is created by the first write,
+// and reads before that find nothing.
+func New(dir string) (*Store, error) { return NewWithOptions(dir, Options{}) }
+
+// NewWithOptions returns a Store rooted at dir, made absolute, configured
+// by opts. It does no I/O.
+func NewWithOptions(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("filestore: new: empty directory")
 	}
@@ -51,7 +88,13 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: new %q: %w", dir, err)
 	}
-	s := &Store{dir: abs}
+	s := &Store{dir: abs, mustExist: opts.MustExist}
+	switch {
+	case opts.LockTimeout == 0:
+		s.lockTimeout = DefaultLockTimeout
+	case opts.LockTimeout > 0:
+		s.lockTimeout = opts.LockTimeout
+	}
 	s.bufs.New = func() any {
 		b := make([]byte, copyBufferSize)
 		return &b
@@ -76,6 +119,9 @@ func (s *Store) openRoot(create bool) (*os.Root, error) {
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
+	}
+	if s.mustExist {
+		return nil, fmt.Errorf("%w: %s", ErrStoreNotFound, s.dir)
 	}
 	if !create {
 		return nil, errNoRoot

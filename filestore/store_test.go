@@ -393,3 +393,53 @@ func TestListStopsWhenContextIsDone(t *testing.T) {
 		t.Fatalf("List after cancel yielded %q then %v; want [a] then context.Canceled", keys, gotErr)
 	}
 }
+
+func TestMustExistTellsAMissingStoreFromAnEmptyOne(t *testing.T) {
+	// Finding 13: `tidemark ls --store file:///path/that/does/not/exist`
+	// printed "no checkpoints": a typo looked like an empty store.
+	missing := filepath.Join(t.TempDir(), "no", "such", "store")
+	s, err := filestore.NewWithOptions(missing, filestore.Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var listErr error
+	for _, err := range s.List(ctx, "") {
+		listErr = err
+	}
+	_, getErr := s.Get(ctx, "k")
+	_, statErr := s.Stat(ctx, "k")
+	_, existsErr := s.Exists(ctx, "k")
+	for name, err := range map[string]error{
+		"List": listErr, "Get": getErr, "Stat": statErr, "Exists": existsErr,
+		"Put":    s.Put(ctx, "k", strings.NewReader("x")),
+		"Delete": s.Delete(ctx, "k"),
+	} {
+		if !errors.Is(err, filestore.ErrStoreNotFound) {
+			t.Errorf("%s on a missing root: got %v, want ErrStoreNotFound", name, err)
+		} else if !strings.Contains(err.Error(), missing) {
+			t.Errorf("%s: error does not name the directory: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a MustExist store created its root: %v", err)
+	}
+	// An existing, empty root is an empty store.
+	empty := t.TempDir()
+	s, err = filestore.NewWithOptions(empty, filestore.Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range s.List(ctx, "") {
+		t.Fatalf("List of an empty store: %v", err)
+	}
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, blobstore.ErrNotFound) {
+		t.Fatalf("Get in an empty store: %v, want ErrNotFound", err)
+	}
+	// Without MustExist a missing root stays an empty store, which the
+	// first write creates.
+	lenient := newStore(t, missing)
+	for _, err := range lenient.List(ctx, "") {
+		t.Fatalf("List of a missing root without MustExist: %v", err)
+	}
+}

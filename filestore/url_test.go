@@ -28,7 +28,12 @@ func TestOpenURL(t *testing.T) {
 		{url: "file:rel/dir", wantDir: filepath.Join(wd, "rel/dir")},
 		{url: "file://otherhost/dir", wantErr: "not local"},
 		{url: "file://./rel", wantErr: "not local"},
-		{url: "file://" + dir + "?mode=x", wantErr: "no query"},
+		{url: "file://" + dir + "?mode=x", wantErr: "unknown parameter"},
+		{url: "file://" + dir + "?must_exist=true&lock_timeout=5s", wantDir: dir},
+		{url: "file://" + dir + "?lock_timeout=none", wantDir: dir},
+		{url: "file://" + dir + "?must_exist=perhaps", wantErr: "must_exist"},
+		{url: "file://" + dir + "?lock_timeout=5", wantErr: "lock_timeout"},
+		{url: "file://" + dir + "#frag", wantErr: "no fragment"},
 		{url: "file://", wantErr: "no directory"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {

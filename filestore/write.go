@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -156,14 +157,11 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, cond conditi
 		return "", err
 	}
 
-	lock, err := lockDir(dir)
+	lock, err := s.lockDir(ctx, dir, dirComps)
 	if err != nil {
 		return "", err
 	}
 	defer lock.Close()
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
 	if cond.any() {
 		fi, err := dir.Stat(base)
 		if err := cond.check(fi, err); err != nil {
@@ -309,16 +307,60 @@ type dirLock struct {
 	*os.File
 }
 
-func lockDir(dir *os.Root) (*dirLock, error) {
+// Waiting for a lock polls with a non-blocking flock, from lockPollMin
+// doubling to lockPollMax: a blocking flock cannot be interrupted, so a
+// writer stuck behind a stopped process would ignore its context (and
+// the user's Ctrl-C) for as long as that process stays stopped.
+const (
+	lockPollMin = 50 * time.Microsecond
+	lockPollMax = 20 * time.Millisecond
+)
+
+// lockDir takes the lock of dir (the directory comps under the root),
+// waiting at most the Store's lock timeout and never past ctx.
+func (s *Store) lockDir(ctx context.Context, dir *os.Root, comps []string) (*dirLock, error) {
 	f, err := dir.Open(".")
 	if err != nil {
 		return nil, err
 	}
-	if err := flock(f, unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock directory: %w", err)
+	var deadline time.Time
+	if s.lockTimeout > 0 {
+		deadline = time.Now().Add(s.lockTimeout)
 	}
-	return &dirLock{f}, nil
+	var timer *time.Timer
+	for wait := lockPollMin; ; wait = min(2*wait, lockPollMax) {
+		err := flock(f, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			if err := ctx.Err(); err != nil {
+				f.Close() // closing releases the lock
+				return nil, err
+			}
+			return &dirLock{f}, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock directory: %w", err)
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			f.Close()
+			p := filepath.Join(append([]string{s.dir}, comps...)...)
+			return nil, fmt.Errorf("%w: the lock (flock) on %s has been held for over %v; "+
+				"another process holds it and is not finishing its write: stopped (SIGSTOP, docker pause, a debugger) or hung? "+
+				"(fuser -v %s shows who has it open)", ErrLocked, p, s.lockTimeout, p)
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for the lock on %s: %w", filepath.Join(append([]string{s.dir}, comps...)...), ctx.Err())
+		case <-timer.C:
+		}
+	}
 }
 
 func (l *dirLock) unlock() error { return flock(l.File, unix.LOCK_UN) }
@@ -380,7 +422,7 @@ func (s *Store) delete(ctx context.Context, key string) error {
 
 	// Unlink under the directory lock, so that a conditional write cannot
 	// recreate the object between its check and its rename.
-	lock, err := lockDir(dir)
+	lock, err := s.lockDir(ctx, dir, dirComps)
 	if err != nil {
 		return err
 	}

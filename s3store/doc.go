@@ -14,7 +14,10 @@
 //
 // Query parameters: region, endpoint, path_style (bool), part_size (bytes,
 // or with a KiB/MiB/GiB suffix), concurrency, sse (AES256 or aws:kms),
-// sse_kms_key_id, checksum (when_supported or when_required), max_attempts.
+// sse_kms_key_id, checksum (when_supported or when_required), max_attempts
+// (-1: until the operation timeout), and the durations (Go syntax: 500ms,
+// 30s, 2m; "none" for no limit) max_backoff, attempt_timeout,
+// idle_timeout and operation_timeout (see Options for each, and below).
 // Unknown parameters are an error, so a typo is not silently ignored.
 // Credentials never go in the URL: a URL with user information is refused.
 //
@@ -30,6 +33,24 @@
 // (with a fresh context, since the caller's may be cancelled), so nothing
 // becomes visible; if even the abort fails (the server is down),
 // [Store.AbortIncompleteUploads] removes the leftover in a later sweep.
+//
+// # Upload records and reserved names
+//
+// Every multipart upload a Store starts is recorded, right after
+// CreateMultipartUpload and before any part, in a small object at
+// <prefix>/.tidemark-uploads/<hash>, which holds the key, the upload id
+// and the start time and is deleted once the upload is completed or
+// aborted. A record that outlives its upload (the process died, or the
+// server was down when the upload failed) lets
+// [Store.AbortIncompleteUploads] of any later Store on the same bucket
+// and prefix abort the upload by key and id, without relying on
+// ListMultipartUploads (which MinIO, after a restart, answers only for
+// an upload's exact key). The records live inside the prefix, so a
+// policy granting a job its prefix covers them; ".tidemark-uploads" is a
+// segment no key may have on any store (blobstore.ReservedUploadsSegment)
+// and List never yields a record. A record costs one small PUT and one
+// DELETE per multipart upload. The probe uses keys under
+// _tidemark_probe/ and deletes them.
 //
 // # Parallel downloads and cleanup
 //
@@ -62,12 +83,31 @@
 // Some S3-compatible servers ignore conditional headers altogether.
 // [Store.Probe] checks an endpoint before anything relies on them.
 //
+// # Deadlines
+//
+// No request waits without bound. Per attempt, connecting and waiting for
+// the response headers (once the request and its body are sent) are
+// bounded by Options.AttemptTimeout (default 10 s), and a body that moves
+// no byte in either direction by Options.IdleTimeout (default 30 s); a
+// slow transfer that keeps moving is never cut. One request with all its
+// attempts and backoff is bounded by Options.OperationTimeout (default 2
+// min, plus one second per MiB of request body, so a part upload has time
+// to be sent). A request that runs out of time fails with an error that
+// wraps [ErrTimeout] and says which bound it hit; if the endpoint refused
+// every connection meanwhile it wraps [ErrUnreachable] too. The caller's
+// own context deadline is context.DeadlineExceeded.
+//
 // # Retries and checksums
 //
 // Requests are retried by the SDK's standard retryer (exponential backoff
-// with jitter) with the client-side retry token bucket disabled: under
-// sustained throttling the default bucket drains and the client then stops
-// retrying altogether (FLINK-40387; Litestream disables it too). 409
+// from 50 ms, from 1 s after throttling such as 503 SlowDown, with full
+// jitter, up to Options.MaxBackoff, default 5 s) for Options.MaxAttempts
+// attempts (default 10: about 8 s of failures on average, 16 s at most).
+// MaxAttempts -1 retries until the operation timeout: MaxAttempts -1 and
+// OperationTimeout 45 s ride through 30 s of a dead endpoint. The
+// client-side retry token bucket is disabled: under sustained throttling
+// the default bucket drains and the client then stops retrying altogether
+// (FLINK-40387; Litestream disables it too). 409
 // ConditionalRequestConflict, which S3 returns when two conditional writes
 // to one key overlap, is retried as well.
 //
@@ -80,10 +120,18 @@
 // # Errors
 //
 // Errors wrap the blobstore sentinels (ErrNotFound, ErrPreconditionFailed,
-// ErrInvalidKey) and, for configuration problems, [ErrBucketNotFound],
-// [ErrAccessDenied] and [ErrUnreachable], which name the bucket and
-// endpoint (never a secret). [ErrConditionsIgnored] is what Probe returns
-// for an endpoint that does not enforce conditional writes.
+// ErrInvalidKey, also when the server refuses a name the key rules let
+// through) and, for configuration problems, [ErrBucketNotFound],
+// [ErrAccessDenied], [ErrNoCredentials] (which says how to provide them),
+// [ErrUnreachable] and [ErrTimeout], which name the bucket and endpoint
+// (never a secret). [ErrConditionsIgnored] is what Probe returns for an
+// endpoint that does not enforce conditional writes.
+//
+// # Logging
+//
+// The package logs nothing itself. The AWS SDK's own log lines go to
+// Options.Logger (a *slog.Logger), and nowhere if it is nil: by default
+// the SDK would print "SDK <date> WARN ..." lines to stderr.
 //
 // A HEAD request has no error body, so Stat and Exists cannot tell a
 // missing bucket from a missing key: both are blobstore.ErrNotFound there.

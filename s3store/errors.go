@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -44,11 +45,71 @@ func errCodes(err error) (code string, status int) {
 	return code, status
 }
 
+// holds reports whether target itself (not an error that merely says
+// errors.Is target) is in err's chain.
+func holds(err, target error) bool {
+	for err != nil {
+		if err == target {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if holds(e, target) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// isNetTimeout reports whether err is a network timeout: a dial, TLS
+// handshake, response header or idle timeout of the HTTP client.
+func isNetTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // isPrecondition reports whether err says a condition did not hold. 304
 // counts: MinIO once answered a failed If-None-Match with it (#19442).
 func isPrecondition(err error) bool {
 	code, status := errCodes(err)
 	return status == 412 || status == 304 || code == "PreconditionFailed"
+}
+
+// invalidNameCodes are the error codes with which S3 and S3-compatible
+// servers refuse an object name or prefix.
+var invalidNameCodes = map[string]bool{
+	"KeyTooLongError":           true, // S3, MinIO: over 1024 bytes
+	"KeyTooLong":                true,
+	"InvalidObjectName":         true,
+	"XMinioInvalidObjectName":   true, // MinIO: characters it cannot store
+	"XMinioInvalidResourceName": true, // MinIO: dot segments, also with '\' and spaces
+	"ObjectNameTooLong":         true,
+}
+
+// isInvalidName reports whether err is a server's refusal of an object
+// name. InvalidArgument, which S3 returns for many bad arguments, counts
+// only when its message is about the key or name.
+func isInvalidName(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	if invalidNameCodes[ae.ErrorCode()] {
+		return true
+	}
+	if ae.ErrorCode() == "InvalidArgument" {
+		msg := strings.ToLower(ae.ErrorMessage())
+		return strings.Contains(msg, "object name") || strings.Contains(msg, "key")
+	}
+	return false
 }
 
 // wrap turns an SDK error from operation op on key into one that wraps a
@@ -59,8 +120,31 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if cerr := s.noCredentials(op, key, err); cerr != nil {
+		return cerr
+	}
+	var se *smithyhttp.RequestSendError
+	var oe *net.OpError
+	dialFailed := errors.As(err, &se) && errors.As(err, &oe) && oe.Op == "dial"
+	switch {
+	case errors.Is(err, ErrTimeout) && dialFailed:
+		// Refused or unroutable until the operation timeout: unreachable
+		// is the more useful answer, and the error is ErrTimeout too.
+		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrUnreachable, s.endpoint, s.bucket, err)
+	case errors.Is(err, ErrTimeout):
+		return fmt.Errorf("s3store: %s %q: %s (bucket %q): %w", op, key, s.endpoint, s.bucket, err)
+	case holds(err, context.Canceled) || holds(err, context.DeadlineExceeded):
+		// The caller's context, not one of ours.
 		return fmt.Errorf("s3store: %s %q: %w", op, key, err)
+	case isNetTimeout(err) || errors.As(err, &se) && errors.Is(err, net.ErrClosed):
+		// A request whose connection our own client closed under it: the
+		// caller's context is ruled out above, so the response header
+		// timeout fired while the body was still being flushed (net/http
+		// then reports the write error, not the timeout).
+		// The attempt or idle timeout, on the last attempt. (net/http's
+		// timeout errors also say errors.Is context.DeadlineExceeded,
+		// which is why the case above looks for the value itself.)
+		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrTimeout, s.endpoint, s.bucket, err)
 	}
 	code, status := errCodes(err)
 	switch {
@@ -68,6 +152,11 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 		return fmt.Errorf("s3store: %s %q: %w: bucket %q at %s: %w", op, key, ErrBucketNotFound, s.bucket, s.endpoint, err)
 	case code == "NoSuchKey" || code == "NotFound" || status == 404 && code != "NoSuchUpload":
 		return fmt.Errorf("s3store: %s %q: %w", op, key, blobstore.ErrNotFound)
+	case isInvalidName(err):
+		// The key rules (blobstore.ValidateKey) are meant to refuse every
+		// key a server refuses; should a server refuse more, the caller
+		// still learns that the key is the problem.
+		return fmt.Errorf("s3store: %s %q: %w: the server refused the name: %w", op, key, blobstore.ErrInvalidKey, err)
 	case conditional && isPrecondition(err):
 		return fmt.Errorf("s3store: %s %q: %w", op, key, blobstore.ErrPreconditionFailed)
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
@@ -75,9 +164,7 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 		return fmt.Errorf("s3store: %s %q: %w to bucket %q at %s (check credentials and policy): %w",
 			op, key, ErrAccessDenied, s.bucket, s.endpoint, err)
 	}
-	var se *smithyhttp.RequestSendError
-	var oe *net.OpError
-	if errors.As(err, &se) && errors.As(err, &oe) && oe.Op == "dial" {
+	if dialFailed {
 		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrUnreachable, s.endpoint, s.bucket, err)
 	}
 	return fmt.Errorf("s3store: %s %q: %w", op, key, err)

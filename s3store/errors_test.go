@@ -1,11 +1,19 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -125,5 +133,165 @@ func TestNewRejectsBadOptions(t *testing.T) {
 				t.Fatal("New succeeded")
 			}
 		})
+	}
+}
+
+func TestServerRefusalOfANameIsErrInvalidKey(t *testing.T) {
+	// Requests sent past the key rules, straight with the client, as if
+	// ValidateKey let through a key the server refuses: the store's error
+	// classification must still say ErrInvalidKey. (Finding 9: MinIO's
+	// 400 XMinioInvalidResourceName was an unclassified error.)
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.MaxAttempts = 1 })
+	ctx := t.Context()
+	long := strings.Repeat("k", blobstore.MaxKeyLen+1)
+	for _, tc := range []struct {
+		name string
+		key  string
+		call func(key string) error
+	}{
+		{"put backslash dot segment", `a\..\b`, func(k string) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: strings.NewReader("x")})
+			return err
+		}},
+		{"put space-padded dot segment", "a/ .. /b", func(k string) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: strings.NewReader("x")})
+			return err
+		}},
+		{"get backslash dot segment", `..\x`, func(k string) error {
+			_, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &k})
+			return err
+		}},
+		{"list backslash dot prefix", `a\..`, func(k string) error {
+			_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &k})
+			return err
+		}},
+		{"put over 1024 bytes", long, func(k string) error {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: strings.NewReader("x")})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := tc.call(tc.key)
+			if raw == nil {
+				t.Fatalf("the server accepted %.40q; the test needs a key it refuses", tc.key)
+			}
+			err := s.wrap("op", tc.key, raw, false)
+			if !errors.Is(err, blobstore.ErrInvalidKey) {
+				t.Fatalf("server answer %v classified as %v, want ErrInvalidKey", raw, err)
+			}
+		})
+	}
+}
+
+// fakeIMDS answers every instance metadata request with 403, as the
+// metadata service of a host without a role (or a sandbox) does: the SDK
+// then logs "WARN falling back to IMDSv1" and finds no credentials.
+func fakeIMDS(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// withoutCredentials empties the AWS credential chain for the test: no
+// environment keys, no profile files, the metadata service at imds ("" to
+// disable it).
+func withoutCredentials(t *testing.T, imds string) {
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"} {
+		t.Setenv(k, "")
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", home+"/none")
+	t.Setenv("AWS_CONFIG_FILE", home+"/none")
+	if imds == "" {
+		t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	} else {
+		t.Setenv("AWS_EC2_METADATA_DISABLED", "false")
+		t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds)
+	}
+}
+
+// captureStderr runs f with os.Stderr redirected and returns what was
+// written to it.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = w
+	got := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- string(b)
+	}()
+	defer func() { os.Stderr = old }()
+	f()
+	os.Stderr = old
+	w.Close()
+	return <-got
+}
+
+func TestNoCredentialsSaysHowToProvideThem(t *testing.T) {
+	// Finding 10: with no credentials at all the error said "access
+	// denied" and the SDK printed its own WARN line to the terminal.
+	for _, tc := range []struct{ name, imds string }{
+		{"metadata service answers 403", "fake"},
+		{"metadata service disabled", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			imds := tc.imds
+			if imds == "fake" {
+				imds = fakeIMDS(t)
+			}
+			withoutCredentials(t, imds)
+			var err error
+			stderr := captureStderr(t, func() {
+				s, nerr := New(t.Context(), Options{Bucket: "b", Endpoint: "http://127.0.0.1:9", PathStyle: true, MaxAttempts: 1})
+				if nerr != nil {
+					t.Fatal(nerr)
+				}
+				err = s.Put(t.Context(), "k", strings.NewReader("x"))
+			})
+			if !errors.Is(err, ErrNoCredentials) {
+				t.Fatalf("got %v, want ErrNoCredentials", err)
+			}
+			if errors.Is(err, ErrAccessDenied) {
+				t.Errorf("reported as access denied too: %v", err)
+			}
+			for _, want := range []string{"no AWS credentials found", "AWS_ACCESS_KEY_ID", "AWS_PROFILE", "role"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not say %q: %v", want, err)
+				}
+			}
+			if stderr != "" {
+				t.Errorf("the SDK wrote to stderr: %q", stderr)
+			}
+		})
+	}
+}
+
+func TestSDKLogLinesGoToTheLogger(t *testing.T) {
+	withoutCredentials(t, fakeIMDS(t))
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	stderr := captureStderr(t, func() {
+		s, err := New(t.Context(), Options{Bucket: "b", Endpoint: "http://127.0.0.1:9", PathStyle: true, MaxAttempts: 1, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Put(t.Context(), "k", strings.NewReader("x"))
+	})
+	if stderr != "" {
+		t.Errorf("the SDK wrote to stderr: %q", stderr)
+	}
+	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "IMDSv1") || !strings.Contains(buf.String(), "component=aws-sdk") {
+		t.Fatalf("the SDK's IMDS warning did not reach the logger as a warning; logger got %q", buf.String())
 	}
 }

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
+
+// cancelledCleanupTimeout bounds the cleanup of a probe whose context was
+// cancelled.
+const cancelledCleanupTimeout = 2 * time.Second
 
 // Probe checks that the endpoint enforces conditional writes, which
 // fencing and pointer moves rely on: some S3-compatible servers accept
@@ -27,9 +32,15 @@ func (s *Store) Probe(ctx context.Context) (err error) {
 	base := "_tidemark_probe/" + newWriteID()
 	key, missing := base+"/object", base+"/missing"
 	defer func() {
-		// Clean up even if ctx is done; a failure here only leaves a
-		// few bytes, so it does not override the probe's answer.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+		// Clean up even if ctx is done, but briefly then: a caller that
+		// was interrupted (Ctrl-C) must not wait for a dead endpoint. A
+		// failure here only leaves a few bytes under _tidemark_probe/, so
+		// it does not override the probe's answer.
+		budget := abortTimeout
+		if ctx.Err() != nil {
+			budget = cancelledCleanupTimeout
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 		defer cancel()
 		_ = s.Delete(cctx, key)
 		_ = s.Delete(cctx, missing)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,13 +46,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 		}
 		return io.NopCloser(strings.NewReader("")), nil
 	}
-	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &okey}
-	switch {
-	case length > 0:
-		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
-	case offset > 0:
-		in.Range = aws.String(fmt.Sprintf("bytes=%d-", offset))
-	}
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &okey, Range: rangeHeader(offset, length)}
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		// 416: the range starts at or past the end (every range of an
@@ -65,6 +60,23 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 		return nil, s.wrap("get-range", key, err, false)
 	}
 	return out.Body, nil
+}
+
+// rangeHeader returns the HTTP Range for length bytes from offset (to the
+// end if length is negative), or nil for the whole object. length must not
+// be 0. A length whose last byte would lie past math.MaxInt64 ("read to
+// the end" written as offset, MaxInt64) means to the end as well: the
+// object cannot be that long, and offset+length-1 would overflow into a
+// negative, invalid range that servers ignore, answering with the whole
+// object instead of the part asked for.
+func rangeHeader(offset, length int64) *string {
+	switch {
+	case length > 0 && length <= math.MaxInt64-offset:
+		return aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
+	case offset > 0:
+		return aws.String(fmt.Sprintf("bytes=%d-", offset))
+	}
+	return nil
 }
 
 // Stat returns the object's size, ETag and modification time.
@@ -114,6 +126,9 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 				return
 			}
 			for _, o := range page.Contents {
+				if isRecord(strings.TrimPrefix(aws.ToString(o.Key), s.prefix)) {
+					continue // an upload record (records.go), not an object
+				}
 				info := blobstore.ObjectInfo{
 					Key:     strings.TrimPrefix(aws.ToString(o.Key), s.prefix),
 					Size:    aws.ToInt64(o.Size),

@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/integration/faultproxy"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
@@ -154,3 +158,53 @@ var errInjectedRead = errors.New("injected: reader failed")
 type iotestErrReader struct{}
 
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errInjectedRead }
+
+func TestRetryBudgetRidesThroughAnOutage(t *testing.T) {
+	// Finding 5: the default budget (5 attempts, about 1-2 s) made a job
+	// exit at a MinIO restart of a few seconds. With no attempt limit the
+	// operation timeout is the budget: an outage shorter than it is
+	// ridden through; one longer fails with an error that says so.
+	srv := miniotest.Shared(t)
+	p := faultproxy.New(t, srv.Endpoint)
+	ctx := t.Context()
+	t.Run("outage shorter than the budget", func(t *testing.T) {
+		s := newStore(t, srv, func(o *Options) {
+			o.Endpoint = p.URL()
+			o.MaxAttempts = -1
+			o.MaxBackoff = 500 * time.Millisecond
+			o.OperationTimeout = 30 * time.Second
+		})
+		p.Refuse(true)
+		p.ResetAll()
+		time.AfterFunc(3*time.Second, func() { p.Refuse(false) })
+		before := p.Stats()
+		if err := s.Put(ctx, "k", strings.NewReader("v")); err != nil {
+			t.Fatalf("put across a 3 s outage: %v", err)
+		}
+		if p.Stats().Refused == before.Refused {
+			t.Fatal("no connection was refused: the outage was not exercised")
+		}
+		if got := string(readAll(t, s, "k")); got != "v" {
+			t.Fatalf("stored %q", got)
+		}
+	})
+	t.Run("outage longer than the budget", func(t *testing.T) {
+		// A port that was free a moment ago: every dial is refused.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := "http://" + l.Addr().String()
+		l.Close()
+		s := newStore(t, srv, func(o *Options) {
+			o.Endpoint = dead
+			o.MaxAttempts = -1
+			o.MaxBackoff = 200 * time.Millisecond
+			o.OperationTimeout = time.Second
+		})
+		err = s.Put(ctx, "k", strings.NewReader("v"))
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrUnreachable) {
+			t.Fatalf("got %v, want ErrTimeout and ErrUnreachable", err)
+		}
+	})
+}

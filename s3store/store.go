@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -36,8 +40,11 @@ const (
 	// upload or download when Options.Concurrency is zero.
 	DefaultConcurrency = 4
 	// DefaultMaxAttempts is the number of attempts per request (the first
-	// one included) when Options.MaxAttempts is zero.
-	DefaultMaxAttempts = 5
+	// one included) when Options.MaxAttempts is zero. With the default
+	// backoff they span about 8 s of failures on average (16 s at most)
+	// before a request gives up; see Options.MaxAttempts to ride through
+	// longer outages.
+	DefaultMaxAttempts = 10
 )
 
 // Options configure a Store. The zero value of every field but Bucket is
@@ -86,11 +93,41 @@ type Options struct {
 	SecretKey    string
 	SessionToken string
 	// MaxAttempts is the number of attempts per request, the first one
-	// included; DefaultMaxAttempts if zero.
+	// included; DefaultMaxAttempts if zero. Negative means no limit: a
+	// failing request is retried until OperationTimeout, which is how a
+	// caller rides through an outage of a known length (MaxAttempts -1,
+	// OperationTimeout 45 s rides through 30 s of a dead endpoint).
+	// Retries back off exponentially with full jitter up to MaxBackoff,
+	// with no client-side retry token bucket (see the package
+	// documentation).
 	MaxAttempts int
+	// MaxBackoff is the longest wait between two attempts of a request;
+	// DefaultMaxBackoff (5 s) if zero.
+	MaxBackoff time.Duration
+	// AttemptTimeout bounds connecting and, once a request is sent, the
+	// wait for its response headers, per attempt; DefaultAttemptTimeout
+	// (10 s) if zero, none if negative. Uploading a body does not count.
+	AttemptTimeout time.Duration
+	// IdleTimeout fails an attempt whose request or response body moves
+	// no byte for this long; DefaultIdleTimeout (30 s) if zero, none if
+	// negative. A slow transfer that keeps moving is never cut.
+	IdleTimeout time.Duration
+	// OperationTimeout bounds one request with all its attempts and the
+	// backoff between them, until its response headers arrive, plus one
+	// second per MiB of request body; DefaultOperationTimeout (2 min) if
+	// zero, none if negative. It is per request (one UploadPart, one
+	// HEAD), not per Put of a large object.
+	OperationTimeout time.Duration
+	// Logger receives the AWS SDK's own log lines (warnings such as a
+	// fallback to IMDSv1), Warn at slog.LevelWarn. Nil discards them: a
+	// library must not write to the terminal, and every failure that
+	// matters reaches the caller as an error anyway.
+	Logger *slog.Logger
 	// HTTPClient, if set, sends every request (tests use it to inject
-	// faults); otherwise the SDK's default client. It brings its own TLS
-	// configuration: AWS_CA_BUNDLE does not apply to it.
+	// faults); otherwise the SDK's default client with AttemptTimeout and
+	// IdleTimeout installed. It brings its own TLS configuration and
+	// timeouts: AWS_CA_BUNDLE, AttemptTimeout and IdleTimeout do not
+	// apply to it (OperationTimeout does).
 	HTTPClient *http.Client
 }
 
@@ -105,7 +142,8 @@ type Store struct {
 	conc     int
 	sse      types.ServerSideEncryption
 	kmsKey   string
-	crc32    bool      // ask for CRC32 part checksums on multipart uploads
+	crc32    bool // ask for CRC32 part checksums on multipart uploads
+	timeouts timeouts
 	bufs     *bufCache // part buffers between operations (buffers.go)
 
 	// failedAborts are multipart uploads of this Store whose abort failed
@@ -116,8 +154,9 @@ type Store struct {
 	failedAborts []pendingUpload
 }
 
-// pendingUpload names a multipart upload: store key and upload id.
-type pendingUpload struct{ key, id string }
+// pendingUpload names a multipart upload: store key, upload id and the
+// write id its record is named by.
+type pendingUpload struct{ key, id, writeID string }
 
 var (
 	_ blobstore.Blobstore     = (*Store)(nil)
@@ -167,11 +206,23 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, errors.New("s3store: sse_kms_key_id needs sse aws:kms")
 	}
 	maxAttempts := opts.MaxAttempts
-	if maxAttempts == 0 {
+	switch {
+	case maxAttempts == 0:
 		maxAttempts = DefaultMaxAttempts
+	case maxAttempts < 0:
+		maxAttempts = math.MaxInt32 // until OperationTimeout
 	}
-	if maxAttempts < 0 {
-		return nil, fmt.Errorf("s3store: max attempts %d < 1", maxAttempts)
+	if opts.MaxBackoff < 0 {
+		return nil, fmt.Errorf("s3store: max backoff %v < 0", opts.MaxBackoff)
+	}
+	maxBackoff := resolveDuration(opts.MaxBackoff, DefaultMaxBackoff)
+	s.timeouts = timeouts{
+		attempt:   resolveDuration(opts.AttemptTimeout, DefaultAttemptTimeout),
+		idle:      resolveDuration(opts.IdleTimeout, DefaultIdleTimeout),
+		operation: resolveDuration(opts.OperationTimeout, DefaultOperationTimeout),
+	}
+	if opts.MaxAttempts < 0 && s.timeouts.operation == 0 {
+		return nil, errors.New("s3store: unlimited attempts (max attempts < 0) need an operation timeout")
 	}
 	if s.endpoint == "" {
 		s.endpoint = "AWS S3"
@@ -184,6 +235,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = maxAttempts
+				o.MaxBackoff = maxBackoff
 				// No client-side retry token bucket: the default one
 				// drains under sustained throttling and the client then
 				// stops retrying at all (FLINK-40387). Backoff with jitter
@@ -192,6 +244,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 				o.Retryables = append(o.Retryables, retryConditionalConflict{})
 			})
 		}),
+		// The SDK logs to stderr by default ("SDK <date> WARN ...").
+		config.WithLogger(sdkLogger(opts.Logger)),
 	}
 	if opts.Region != "" {
 		load = append(load, config.WithRegion(opts.Region))
@@ -215,6 +269,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		}
 		cfg.Region = "us-east-1"
 	}
+	if cfg.Credentials != nil {
+		cfg.Credentials = markCredentials{cfg.Credentials}
+	}
 	s.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.UsePathStyle = opts.PathStyle
 		if opts.HTTPClient != nil {
@@ -222,7 +279,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			// plain *http.Client when AWS_CA_BUNDLE is set; a custom
 			// client brings its own TLS configuration.
 			o.HTTPClient = opts.HTTPClient
+		} else {
+			// cfg's client carries AWS_CA_BUNDLE, if set.
+			base, _ := o.HTTPClient.(*awshttp.BuildableClient)
+			o.HTTPClient = withTimeouts(base, s.timeouts)
 		}
+		o.APIOptions = append(o.APIOptions, addTimeoutMiddleware(s.timeouts.operation))
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}

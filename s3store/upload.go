@@ -56,7 +56,7 @@ const writeIDMeta = "tidemark-write-id"
 type condition struct {
 	ifNoneMatch bool   // PutIfAbsent
 	ifMatch     string // PutIfMatch: quoted ETag
-	writeID     string // set for conditional writes
+	writeID     string // set for conditional writes and multipart uploads
 }
 
 func (c condition) conditional() bool { return c.ifNoneMatch || c.ifMatch != "" }
@@ -149,6 +149,12 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c conditio
 		}
 		return s.resolve(ctx, op, key, okey, etag, err, c)
 	}
+	if c.writeID == "" {
+		// Tag unconditional multipart uploads too, so that a retried
+		// Complete that meets NoSuchUpload can tell whether its first
+		// attempt completed the upload.
+		c.writeID = newWriteID()
+	}
 	etag, err := s.putMultipart(ctx, okey, bufs, buf, n, r, c)
 	return s.resolve(ctx, op, key, okey, etag, err, c)
 }
@@ -201,9 +207,10 @@ func (s *Store) resolve(ctx context.Context, op, key, okey, etag string, err err
 	// requests and say nothing about the stored object.
 	var oe *smithy.OperationError
 	lost := errors.As(err, &oe) && status == 0 && code == "" && ctx.Err() == nil
-	if c.conditional() && (isPrecondition(err) || code == "NoSuchUpload" || lost) {
+	if c.conditional() && (isPrecondition(err) || lost) || c.writeID != "" && code == "NoSuchUpload" {
 		// NoSuchUpload: a retried Complete whose first attempt completed
-		// the upload. In every case the stored object tells.
+		// the upload (its answer lost, or replaced by a 503 SlowDown). In
+		// every case the stored object tells.
 		etag, ok, herr := s.ownWrite(ctx, okey, c.writeID)
 		if ok {
 			return etag, nil
@@ -266,12 +273,33 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 		// Create.
 		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
 	}
+	// The record lets AbortIncompleteUploads find the upload after a
+	// crash, whatever the server's listings say (records.go). It is
+	// written before Create, so that even an upload whose Create answer
+	// is lost is found, and again with the id once it is known, before
+	// any part is sent.
+	started := time.Now()
+	if err := s.recordUpload(ctx, okey, c.writeID, "", started); err != nil {
+		bufs.put(first)
+		return "", err
+	}
 	created, err := s.client.CreateMultipartUpload(ctx, cin)
 	if err != nil {
 		bufs.put(first) // sent nowhere yet
+		// The record stays if Create may have started an upload (no
+		// answer, or a 5xx such as SlowDown after the server applied it);
+		// a later sweep finds the upload under the key. A 4xx is a
+		// definite refusal.
+		if _, status := errCodes(err); status >= 400 && status < 500 {
+			s.forgetUpload(okey, c.writeID)
+		}
 		return "", err
 	}
 	uploadID := created.UploadId
+	if err := s.recordUpload(ctx, okey, c.writeID, aws.ToString(uploadID), started); err != nil {
+		bufs.put(first)
+		return "", s.abort(okey, uploadID, c.writeID, err)
+	}
 
 	// upCtx is cancelled at the first failure, which stops the reader and
 	// the other workers.
@@ -374,7 +402,7 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 		err = ctx.Err() // the reader finished just as ctx was cancelled
 	}
 	if err != nil {
-		return "", s.abort(okey, uploadID, err)
+		return "", s.abort(okey, uploadID, c.writeID, err)
 	}
 
 	slices.SortFunc(completed, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
@@ -396,8 +424,9 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 	if err != nil {
 		// A failed Complete (412 included) leaves the upload and its parts
 		// pending until aborted.
-		return "", s.abort(okey, uploadID, err)
+		return "", s.abort(okey, uploadID, c.writeID, err)
 	}
+	s.forgetUpload(okey, c.writeID)
 	return unquote(out.ETag), nil
 }
 
@@ -406,7 +435,7 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 // context: the caller's may be cancelled, which is often why we are
 // aborting. If the abort fails too (the server is down),
 // AbortIncompleteUploads removes the upload in a later sweep.
-func (s *Store) abort(okey string, uploadID *string, cause error) error {
+func (s *Store) abort(okey string, uploadID *string, writeID string, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
 	defer cancel()
 	_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
@@ -414,12 +443,14 @@ func (s *Store) abort(okey string, uploadID *string, cause error) error {
 	})
 	if err != nil {
 		if code, _ := errCodes(err); code != "NoSuchUpload" {
+			// The record stays: it is how a later Store finds the upload.
 			s.abortMu.Lock()
-			s.failedAborts = append(s.failedAborts, pendingUpload{key: okey, id: aws.ToString(uploadID)})
+			s.failedAborts = append(s.failedAborts, pendingUpload{key: okey, id: aws.ToString(uploadID), writeID: writeID})
 			s.abortMu.Unlock()
 			return fmt.Errorf("%w (abort of upload %s also failed, left for AbortIncompleteUploads: %v)",
 				cause, aws.ToString(uploadID), err)
 		}
 	}
+	s.forgetUpload(okey, writeID)
 	return cause
 }

@@ -3,6 +3,7 @@ package s3store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,17 +60,25 @@ func (s *Store) uploads(ctx context.Context, full string) ([]types.MultipartUplo
 // AbortIncompleteUploads aborts every multipart upload under prefix (a
 // key prefix of the store, "" for all) that was started more than
 // olderThan ago, and returns how many it aborted. A Put whose abort
-// failed too (the server was down) would otherwise leave its parts, and
-// their cost, behind; garbage collection calls this with a grace period
-// longer than any upload in progress. On MinIO pass the whole key of an
-// upload known to have failed: see the note on listing above. Uploads of
-// this Store whose abort failed are retried first, by key and upload id,
-// whatever their age and whether or not a listing would find them.
+// failed too (the server was down, or the process died) would otherwise
+// leave its parts, and their cost, behind; garbage collection calls this
+// with a grace period longer than any upload in progress. It finds
+// uploads three ways: the uploads of this Store whose abort failed, by
+// key and upload id, whatever their age; the upload records every Store
+// on this bucket and prefix writes (see records.go), by key and upload id,
+// which needs no listing and so survives both a process restart and
+// MinIO's listing after a server restart; and ListMultipartUploads, for
+// uploads started by other clients.
 func (s *Store) AbortIncompleteUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
 	if err := blobstore.ValidatePrefix(prefix); err != nil {
 		return 0, err
 	}
 	n, err := s.retryFailedAborts(ctx, s.prefix+prefix)
+	if err != nil {
+		return n, err
+	}
+	m, err := s.abortRecorded(ctx, s.prefix+prefix, olderThan)
+	n += m
 	if err != nil {
 		return n, err
 	}
@@ -118,8 +127,10 @@ func (s *Store) retryFailedAborts(ctx context.Context, full string) (int, error)
 		switch code, _ := errCodes(err); {
 		case err == nil:
 			n++
+			s.forgetUpload(u.key, u.writeID)
 		case code == "NoSuchUpload":
 			// Completed, aborted or expired meanwhile.
+			s.forgetUpload(u.key, u.writeID)
 		default:
 			keep = append(keep, u)
 			firstErr = s.wrap("abort-incomplete-uploads", strings.TrimPrefix(u.key, s.prefix), err, false)
@@ -132,8 +143,8 @@ func (s *Store) retryFailedAborts(ctx context.Context, full string) (int, error)
 }
 
 // IncompleteUploads returns the keys (relative to the store) of the
-// multipart uploads in progress or left behind under prefix, with the
-// same listing caveats as AbortIncompleteUploads.
+// multipart uploads in progress or left behind under prefix: those
+// recorded (see AbortIncompleteUploads) and those the server lists.
 func (s *Store) IncompleteUploads(ctx context.Context, prefix string) ([]string, error) {
 	if err := blobstore.ValidatePrefix(prefix); err != nil {
 		return nil, err
@@ -142,10 +153,16 @@ func (s *Store) IncompleteUploads(ctx context.Context, prefix string) ([]string,
 	if err != nil {
 		return nil, s.wrap("list-uploads", prefix, err, false)
 	}
-	keys := make([]string, 0, len(ups))
-	for _, u := range ups {
-		keys = append(keys, strings.TrimPrefix(aws.ToString(u.Key), s.prefix))
+	keys, err := s.recordedKeys(ctx, s.prefix+prefix)
+	if err != nil {
+		return nil, err
 	}
+	for _, u := range ups {
+		if k := strings.TrimPrefix(aws.ToString(u.Key), s.prefix); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
 	return keys, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
@@ -62,6 +63,14 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 			o.Concurrency, err = strconv.Atoi(v)
 		case "max_attempts":
 			o.MaxAttempts, err = strconv.Atoi(v)
+		case "max_backoff":
+			o.MaxBackoff, err = parseDuration(v)
+		case "attempt_timeout":
+			o.AttemptTimeout, err = parseDuration(v)
+		case "idle_timeout":
+			o.IdleTimeout, err = parseDuration(v)
+		case "operation_timeout":
+			o.OperationTimeout, err = parseDuration(v)
 		case "sse":
 			o.SSE = v
 		case "sse_kms_key_id":
@@ -101,4 +110,17 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("want a byte count like 16777216 or 16MiB")
 	}
 	return n * mult, nil
+}
+
+// parseDuration parses a Go duration ("500ms", "30s", "2m"); "none"
+// turns the timeout off (a negative duration in Options).
+func parseDuration(v string) (time.Duration, error) {
+	if v == "none" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration like 500ms, 30s or 2m, or none")
+	}
+	return d, nil
 }

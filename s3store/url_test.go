@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -56,6 +57,8 @@ func TestOptionsFromURL(t *testing.T) {
 		{"s3://b?region=eu-west-1&sse=aws:kms&sse_kms_key_id=key&max_attempts=9&part_size=16777216",
 			Options{Bucket: "b", Region: "eu-west-1", SSE: "aws:kms", SSEKMSKeyID: "key", MaxAttempts: 9, PartSize: 16 << 20}},
 		{"s3://b?part_size=1GiB&path_style=1&checksum=when_supported", Options{Bucket: "b", PartSize: 1 << 30, PathStyle: true}},
+		{"s3://b?attempt_timeout=500ms&idle_timeout=1m&operation_timeout=none&max_backoff=2s&max_attempts=-1",
+			Options{Bucket: "b", AttemptTimeout: 500 * time.Millisecond, IdleTimeout: time.Minute, OperationTimeout: -1, MaxBackoff: 2 * time.Second, MaxAttempts: -1}},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			u, _ := url.Parse(tc.url)
@@ -80,6 +83,8 @@ func TestOptionsFromURLRejects(t *testing.T) {
 		"s3://b?checksum=sometimes", // not a mode
 		"s3://b?region=a&region=b",  // twice
 		"s3://b?path_style=perhaps", // not a bool
+		"s3://b?attempt_timeout=10", // a duration needs a unit
+		"s3://b?idle_timeout=-5s",   // "none", not a negative duration
 	} {
 		t.Run(raw, func(t *testing.T) {
 			u, err := url.Parse(raw)

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -285,6 +286,35 @@ var InvalidKeys = []string{
 	strings.Repeat("k/", blobstore.MaxKeyLen/2) + "k",
 	strings.Repeat("s", blobstore.MaxSegmentLen+1),
 	"a/" + strings.Repeat("s", blobstore.MaxSegmentLen+1) + "/b",
+	// Dot segments in disguise, which MinIO refuses with 400
+	// XMinioInvalidResourceName: '\' separates as '/' does, and the
+	// spaces around a segment are trimmed.
+	`a\..\b`,
+	`..\x`,
+	`x\..`,
+	`a/b\.\c`,
+	`\..`,
+	`a\.`,
+	"a/ .. /b",
+	".. ",
+	" .",
+	" . ",
+	"a/  ..",
+	"a/\u3000..\u00a0/b",
+	`a/ ..\b`,
+	// MinIO keeps an object's metadata in <key>/xl.meta.
+	"xl.meta",
+	"a/xl.meta",
+	"a/XL.Meta/b",
+	// MinIO lists "a__XLDIR__" as "a/" (its encoding of directory
+	// markers); XML, and so an S3 listing, cannot carry U+FFFE or U+FFFF.
+	"a__XLDIR__",
+	`a/b\__XLDIR__`,
+	"a\uffff",
+	"\ufffe/b",
+	// Reserved for the S3 store's upload records.
+	blobstore.ReservedUploadsSegment + "/x",
+	"a/" + blobstore.ReservedUploadsSegment + "/b",
 }
 
 // LongestKey returns a valid key of exactly n bytes made of segments of
@@ -337,7 +367,8 @@ func (s *suite) testInvalidKeys(t *testing.T) {
 
 func (s *suite) testValidUnusualKeys(t *testing.T) {
 	bs := s.open(t)
-	keys := []string{"with space", "ünïcödé/日本", "a.b/..c/c..", "-dash/_under~tilde", "x=y&z+w", "%2F", "a/b.tmp"}
+	keys := []string{"with space", "ünïcödé/日本", "a.b/..c/c..", "-dash/_under~tilde", "x=y&z+w", "%2F", "a/b.tmp",
+		`back\slash`, `\lead`, `trail\`, `...\x`, ". x/ ", "sp/ /ace", "xl.meta.bkp/a.xl.meta", "__XLDIR__x/y", "\ufffd\U0010ffff"}
 	for i, k := range keys {
 		mustPut(t, bs, k, []byte{byte(i)})
 	}
@@ -376,6 +407,24 @@ func (s *suite) testGetRange(t *testing.T) {
 		{"past-end-to-end", "r", 5000, -1, nil},
 		{"empty-object", "empty", 0, 10, nil},
 		{"empty-object-to-end", "empty", 0, -1, nil},
+		// "To the end" written as a length no object reaches: the end
+		// offset+length-1 overflows int64 (or is just short of it), and a
+		// store that sends it as an HTTP range unchecked gets the whole
+		// object back instead of the tail asked for.
+		{"max-length", "r", 0, math.MaxInt64, data},
+		{"max-length-from-middle", "r", 100, math.MaxInt64, data[100:]},
+		{"max-length-last-byte", "r", 999, math.MaxInt64, data[999:]},
+		{"length-ending-at-max", "r", 100, math.MaxInt64 - 100, data[100:]},
+		{"length-ending-before-max", "r", 100, math.MaxInt64 - 101, data[100:]},
+		{"length-just-overflowing", "r", 100, math.MaxInt64 - 99, data[100:]},
+		{"huge-length", "r", 10, 1 << 62, data[10:]},
+		{"max-length-at-end", "r", 1000, math.MaxInt64, nil},
+		{"max-length-past-end", "r", 5000, math.MaxInt64, nil},
+		{"max-offset", "r", math.MaxInt64, 1, nil},
+		{"max-offset-max-length", "r", math.MaxInt64, math.MaxInt64, nil},
+		{"max-offset-to-end", "r", math.MaxInt64, -1, nil},
+		{"empty-object-max-length", "empty", 0, math.MaxInt64, nil},
+		{"empty-object-max-length-from-middle", "empty", 7, math.MaxInt64, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc, err := bs.GetRange(ctx, tc.key, tc.offset, tc.length)
