@@ -40,6 +40,32 @@ type demoFlags struct {
 	slow        time.Duration
 	batch       int
 	concurrency int
+	outage      time.Duration
+}
+
+// defaultOutage is how long a store outage the demo rides through.
+const defaultOutage = 30 * time.Second
+
+// rideThrough returns storeURL set to retry every request of an S3 store
+// through an outage of up to d (unless the URL sets its own retry budget):
+// attempts without a limit, within an operation deadline of 1.5 d. The
+// job then waits a short outage out instead of failing its checkpoint;
+// exactly-once holds either way (a checkpoint that fails is abandoned and
+// its transaction aborted, as after a crash). Other stores are returned
+// as they are: a filesystem has no outage to ride.
+func rideThrough(storeURL string, d time.Duration) (string, error) {
+	u, err := url.Parse(storeURL)
+	if err != nil || u.Scheme != "s3" || d <= 0 {
+		return storeURL, nil
+	}
+	q := u.Query()
+	if q.Has("max_attempts") || q.Has("operation_timeout") {
+		return storeURL, nil
+	}
+	q.Set("max_attempts", "-1")
+	q.Set("operation_timeout", (d * 3 / 2).String())
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -92,6 +118,7 @@ offset in demo/base for later runs.`,
 	fl.DurationVar(&f.slow, "slow", defaultSlow, "sleep this long after each batch, to leave time to kill the job (0: full speed)")
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
 	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
+	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
 	return cmd
 }
 
@@ -119,7 +146,11 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	raw, err := blobstore.Open(ctx, storeURL)
+	openURL, err := rideThrough(storeURL, f.outage)
+	if err != nil {
+		return err
+	}
+	raw, err := blobstore.Open(ctx, openURL)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/tidemark-io/tidemark/archive"
@@ -95,8 +96,14 @@ func run(ctx context.Context, args []string, e env) int {
 	root := a.rootCmd()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if a.cancel != nil {
+		defer a.cancel()
+	}
 	if err == nil {
 		return exitOK
+	}
+	if a.cmdCtx != nil && errors.Is(context.Cause(a.cmdCtx), errTimedOut) && !strings.Contains(err.Error(), errTimedOut.Error()) {
+		err = fmt.Errorf("%w: %w", context.Cause(a.cmdCtx), err)
 	}
 	code := exitCode(ctx, err)
 	// a.output holds --output as far as the command line was parsed.

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,10 +22,19 @@ const storeEnv = "TIDEMARK_STORE"
 
 // app is the state shared by the commands of one run.
 type app struct {
-	env    env
-	store  string // --store
-	output string // --output
+	env     env
+	store   string        // --store
+	output  string        // --output
+	timeout time.Duration // --timeout
+
+	// cmdCtx is the command's context under --timeout, cancelled by
+	// cancel when run returns.
+	cmdCtx context.Context
+	cancel context.CancelFunc
 }
+
+// errTimedOut is the cause of a command's context when --timeout expires.
+var errTimedOut = errors.New("timed out (--timeout)")
 
 // rootCmd builds the command tree; its flags are bound to a's fields.
 func (a *app) rootCmd() *cobra.Command {
@@ -61,9 +72,19 @@ conditional writes), 130 interrupted.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.store, "store", "", "store URL (default $"+storeEnv+")")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	pf.DurationVar(&a.timeout, "timeout", 0, "give up the whole command after this long, saying it timed out (0: no limit beyond the store's own per-request deadlines)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if a.output != "text" && a.output != "json" {
 			return usagef("--output must be text or json, not %q", a.output)
+		}
+		if a.timeout < 0 {
+			return usagef("--timeout must not be negative")
+		}
+		if a.timeout > 0 {
+			// Every call that does I/O takes this context, so nothing
+			// can outlast it. The cancel runs when the process exits.
+			a.cmdCtx, a.cancel = context.WithTimeoutCause(cmd.Context(), a.timeout, fmt.Errorf("%w after %v", errTimedOut, a.timeout))
+			cmd.SetContext(a.cmdCtx)
 		}
 		return nil
 	}
