@@ -139,16 +139,17 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		rep.Bytes += d.Size
 	}
 
+	// Every upload under the job's prefix older than Grace is a leftover
+	// (of a save, a savepoint create, the job's sink): none legitimately
+	// runs that long.
 	if a, ok := blobstore.As[blobstore.UploadAborter](s.bs); ok && !opts.DryRun {
-		for _, prefix := range []string{dirCheckpoints, dirShared} {
-			if err := s.checkWriterLocked(ctx); err != nil {
-				return rep, fmt.Errorf("blobstorage: gc: %w", err)
-			}
-			n, err := a.AbortIncompleteUploads(ctx, prefix, s.opts.Grace)
-			rep.AbortedUploads += n
-			if err != nil {
-				return rep, fmt.Errorf("blobstorage: gc: abort incomplete uploads: %w", err)
-			}
+		if err := s.checkWriterLocked(ctx); err != nil {
+			return rep, fmt.Errorf("blobstorage: gc: %w", err)
+		}
+		n, err := a.AbortIncompleteUploads(ctx, "", s.opts.Grace)
+		rep.AbortedUploads += n
+		if err != nil {
+			return rep, fmt.Errorf("blobstorage: gc: abort incomplete uploads: %w", err)
 		}
 	}
 	return rep, nil

@@ -375,3 +375,22 @@ func TestGCDeletesNoSharedFileWhileARetainedRecordIsUnreadable(t *testing.T) {
 		t.Errorf("GC after the record reads again = %+v, %v; want shared files deleted", rep, err)
 	}
 }
+
+// GC aborts incomplete uploads under the whole job prefix — a savepoint
+// create or the job's sink can leave one too, not only a save (finding
+// 11) — through any decorator.
+func TestGCAbortsIncompleteUploadsUnderTheWholeJobPrefix(t *testing.T) {
+	base := blobstoretest.NewCapable()
+	job, err := blobstore.WithPrefix(base, "jobs/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newWriter(t, job, Options{})
+	rep, err := s.GC(t.Context(), GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := base.Aborted(); !slices.Equal(got, []string{"jobs/a/"}) || rep.AbortedUploads != 1 {
+		t.Fatalf("GC aborted uploads under %q (reported %d), want the job's whole prefix [jobs/a/]", got, rep.AbortedUploads)
+	}
+}

@@ -164,7 +164,9 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef) (err 
 func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
 	rc, err := s.files.Get(ctx, f.Key)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return fmt.Errorf("deleted from the store (by GC, or never uploaded): %w", err)
+		// A record names only objects that were durable before it was
+		// written: a missing one is damage, as a corrupt one is.
+		return fmt.Errorf("%w: deleted from the store (by GC, or never uploaded): %w", archive.ErrCorrupt, err)
 	}
 	if err != nil {
 		return err

@@ -161,3 +161,40 @@ func TestDemoIgnoresTidemarkStore(t *testing.T) {
 		t.Fatalf("the demo did not run on its own store under --dir: %v", err)
 	}
 }
+
+// A fresh node whose checkpoint lost a state file refuses to resume and
+// exits 3, as verify does: the store is damaged (finding 13).
+func TestDemoOnAFreshNodeWithALostStateFileExitsThree(t *testing.T) {
+	dir := t.TempDir()
+	store := fileURL(filepath.Join(dir, "store"))
+	if _, _, code := tm(t, "", demoArgs(dir, store, "--crash-after-records", "14000")...); code != exitCrashed {
+		t.Fatalf("crashing demo: exit %d, want %d", code, exitCrashed)
+	}
+	var show struct {
+		Files map[string][]struct {
+			Key string `json:"key"`
+		} `json:"files"`
+	}
+	mustJSON(t, store, &show, "show", "latest-completed", "--output", "json")
+	var lost string
+	for _, files := range show.Files {
+		for _, f := range files {
+			if strings.HasPrefix(f.Key, "shared/") {
+				lost = f.Key
+			}
+		}
+	}
+	if lost == "" {
+		t.Fatal("the checkpoint has no shared file to lose")
+	}
+	if err := openURL(t, store).Delete(t.Context(), lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := tm(t, store, "verify", "latest-completed"); code != exitVerify {
+		t.Fatalf("verify: exit %d, want %d", code, exitVerify)
+	}
+	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store)...)
+	if code != exitVerify || !strings.Contains(errOut, lost) {
+		t.Fatalf("demo on a fresh node: exit %d, want %d naming %s\n%s", code, exitVerify, lost, errOut)
+	}
+}

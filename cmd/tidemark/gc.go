@@ -45,7 +45,7 @@ and a prefix that holds other data and no Tidemark mark, such as a bucket root.`
 				return usagef("gc: --dry-run and --confirm contradict each other")
 			}
 			dryRun = !confirm
-			bs, _, err := a.openStore(ctx)
+			bs, _, err := a.openStoreFor(ctx, !confirm)
 			if err != nil {
 				return err
 			}

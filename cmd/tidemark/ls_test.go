@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,6 +27,18 @@ func TestLsListsCheckpointsWithPointersAndSavepoints(t *testing.T) {
 	for _, want := range []string{"CHECKPOINT", last.ID, "latest-completed", "SAVEPOINT", "v1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("ls text output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// A read command on a store path that does not exist is an error, not an
+// empty store: a typo must not look like "no checkpoints" (finding 13).
+func TestReadCommandsOnAMissingStorePathFail(t *testing.T) {
+	store := fileURL(filepath.Join(t.TempDir(), "no", "such", "dir"))
+	for _, args := range [][]string{{"ls"}, {"show", "latest"}, {"verify", "latest-completed"}, {"savepoint", "ls"}, {"gc"}} {
+		out, errOut, code := tm(t, store, args...)
+		if code != exitError || !strings.Contains(errOut, "does not exist") {
+			t.Errorf("%v on a missing path: exit %d, want %d saying it does not exist\nstdout: %s\nstderr: %s", args, code, exitError, out, errOut)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -157,14 +158,49 @@ func (a *app) openStore(ctx context.Context) (blobstore.Blobstore, string, error
 	return bs, u, nil
 }
 
+// openStoreFor opens the store as openReader does when readOnly, else as
+// openStore does.
+func (a *app) openStoreFor(ctx context.Context, readOnly bool) (blobstore.Blobstore, string, error) {
+	if !readOnly {
+		return a.openStore(ctx)
+	}
+	bs, _, err := a.openReader(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	u, _ := a.storeURL()
+	return bs, u, nil
+}
+
 // openReader opens the store of --store or $TIDEMARK_STORE and a
 // BlobStorage that reads its checkpoints.
+//
+// A read command on a store that does not exist fails instead of finding
+// it empty: a typo in a path must not look like an empty store. (A bucket
+// that does not exist is s3store.ErrBucketNotFound already.)
 func (a *app) openReader(ctx context.Context) (blobstore.Blobstore, *blobstorage.Storage, error) {
-	bs, _, err := a.openStore(ctx)
+	u, err := a.storeURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	bs, err := blobstore.Open(ctx, mustExist(u))
 	if err != nil {
 		return nil, nil, err
 	}
 	return bs, readStorage(bs), nil
+}
+
+// mustExist returns a file:// store URL with must_exist=true unless it
+// says otherwise (see filestore.Options.MustExist).
+func mustExist(storeURL string) string {
+	u, err := url.Parse(storeURL)
+	if err != nil || u.Scheme != "file" || u.Query().Has("must_exist") {
+		return storeURL
+	}
+	q := u.Query()
+	q.Set("must_exist", "true")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // readStorage returns a BlobStorage for reading the checkpoints of bs

@@ -17,7 +17,7 @@ func (a *app) savepointLsCmd() *cobra.Command {
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			bs, _, err := a.openStore(ctx)
+			bs, _, err := a.openReader(ctx)
 			if err != nil {
 				return err
 			}
