@@ -243,6 +243,3 @@ func DirOpener(dir, prefix string) OpenFunc {
 		return fh, nil
 	}
 }
-
-// zstdMagic starts every zstd frame.
-var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
