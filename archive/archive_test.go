@@ -399,3 +399,26 @@ func TestWriteStopsWhenContextIsCancelled(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
+
+func TestWriteRefusesWhatReadersWithItsLimitsWouldRefuse(t *testing.T) {
+	// Whatever Write accepts reads back: a manifest over the readers'
+	// limits is refused before a byte is written, not discovered on
+	// restore.
+	x := fileOf("state/a/x", []byte("alpha"))
+	y := fileOf("state/a/y", []byte("bravo"))
+	m := &Manifest{Version: FormatVersion, Record: json.RawMessage(testRecord), Files: []File{x, y}}
+	for _, lim := range []Limits{{MaxFiles: 1}, {MaxTotalBytes: 9}, {MaxManifestBytes: 100}} {
+		var buf bytes.Buffer
+		err := Write(t.Context(), &buf, m, nil, WriteOptions{Limits: lim})
+		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%+v: got %v, want ErrTooLarge", lim, err)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("%+v: wrote %d bytes before refusing", lim, buf.Len())
+		}
+	}
+	bad := &Manifest{Version: FormatVersion, Record: json.RawMessage("{\"id\":\"\xff\"}")}
+	if err := Write(t.Context(), io.Discard, bad, nil, WriteOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("record of invalid UTF-8: got %v, want ErrCorrupt", err)
+	}
+}
