@@ -422,3 +422,66 @@ func TestWriteRefusesWhatReadersWithItsLimitsWouldRefuse(t *testing.T) {
 		t.Errorf("record of invalid UTF-8: got %v, want ErrCorrupt", err)
 	}
 }
+
+func TestWriteReadRoundTripsOddNames(t *testing.T) {
+	// Whatever Write accepts, the strict manifest decoder reads back
+	// exactly: names with characters json.Marshal escapes (quotes, <>&,
+	// U+2028, non-ASCII, astral runes) and records of any shape.
+	rng := rand.New(rand.NewPCG(7, 11))
+	alphabet := []rune("aZ09 -_.~'\"<>&%+=,;!()[]{}é中\u2028\u2029😀\u00a0")
+	name := func() string {
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	total := 0
+	for round := range 40 {
+		seen := map[string]bool{}
+		m := &Manifest{Version: FormatVersion, Record: json.RawMessage(fmt.Sprintf(`{"id":%q,"n":[1,2.5,-3e2,true,null,{"k":"\u00e9\\n"}]}`, name()))}
+		contents := map[string][]byte{}
+		for range rng.IntN(8) {
+			p := StatePrefix + name() + "/" + name()
+			if rng.IntN(2) == 0 {
+				p += "/" + name()
+			}
+			if ValidatePath(p) != nil || seen[p] {
+				continue
+			}
+			seen[p] = true
+			c := []byte(name())
+			contents[p] = c
+			m.Files = append(m.Files, fileOf(p, c))
+		}
+		if checkLayout(m.Files) != nil {
+			continue // a path that is also another's directory
+		}
+		open := func(_ context.Context, p string) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(contents[p])), nil
+		}
+		total += len(m.Files)
+		var buf bytes.Buffer
+		mustNoErr(t, Write(t.Context(), &buf, m, open, WriteOptions{Compress: round%2 == 1}))
+		got, err := Verify(t.Context(), bytes.NewReader(buf.Bytes()), Limits{})
+		if err != nil {
+			t.Fatalf("round %d: %v\nmanifest files %+v", round, err, m.Files)
+		}
+		if len(got.Files) != len(m.Files) || (len(m.Files) > 0 && !reflect.DeepEqual(got.Files, m.Files)) {
+			t.Fatalf("round %d: files %+v, want %+v", round, got.Files, m.Files)
+		}
+		var want bytes.Buffer
+		mustNoErr(t, json.Compact(&want, m.Record))
+		var gotRec bytes.Buffer
+		mustNoErr(t, json.Compact(&gotRec, got.Record))
+		var a, b any
+		mustNoErr(t, json.Unmarshal(want.Bytes(), &a))
+		mustNoErr(t, json.Unmarshal(gotRec.Bytes(), &b))
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("round %d: record %s, want %s", round, got.Record, m.Record)
+		}
+	}
+	if total < 60 {
+		t.Fatalf("only %d files round-tripped; the generator is too strict", total)
+	}
+}

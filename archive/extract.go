@@ -94,9 +94,10 @@ var errNotDurable = errors.New("extracted, but not durable")
 //     did that), and no conflict can appear later: paths that collide or
 //     nest, and names a file system refuses (segments over MaxSegmentLen,
 //     control characters, invalid UTF-8) are refused in the manifest.
-//     Names that differ only in case are distinct on Linux; on a
-//     case-insensitive file system the second one fails to be created
-//     (fs.ErrExist) and the extraction is refused like any other.
+//     Names that differ only in case are distinct on Linux and accepted;
+//     on a case-insensitive file system two files whose paths differ only
+//     in case collide when the second is created (O_EXCL: fs.ErrExist),
+//     and the extraction is refused like any other, leaving nothing.
 //   - Files are written into a staging directory, a sibling of name
 //     called .<name>.tmp-<random> (a crash can leave one behind), created
 //     with Mkdir and opened as an os.Root of its own: every file and

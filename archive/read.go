@@ -71,14 +71,15 @@ func Verify(ctx context.Context, r io.Reader, lim Limits) (*Manifest, error) {
 // read or created; ReadFiles or Extract then reads the files. A Reader is
 // used once and from one goroutine.
 type Reader struct {
-	lim   Limits
-	src   *srcReader
-	z     *zstdStream // nil for a plain tar
-	count *countingReader
-	tr    *tar.Reader
-	m     *Manifest
-	entry string // what is being read, for errors of the lower layers
-	used  bool
+	lim    Limits
+	src    *srcReader
+	z      *zstdStream // nil for a plain tar
+	count  *countingReader
+	tr     *tar.Reader
+	m      *Manifest
+	entry  string // what is being read, for errors of the lower layers
+	used   bool
+	closed bool
 }
 
 // NewReader reads the manifest at the start of r and checks it completely
@@ -99,11 +100,13 @@ func NewReader(ctx context.Context, r io.Reader, lim Limits) (*Reader, error) {
 // Manifest returns the archive's manifest, as checked by NewReader.
 func (ar *Reader) Manifest() *Manifest { return ar.m }
 
-// Close releases the decoder. It does not close the underlying reader.
+// Close releases the decoder; it may be called more than once. It does
+// not close the underlying reader.
 func (ar *Reader) Close() error {
-	if ar.z != nil {
+	if ar.z != nil && !ar.closed {
 		ar.z.close()
 	}
+	ar.closed = true
 	return nil
 }
 
