@@ -24,7 +24,7 @@ import (
 // shared strings, File values in chunks), and only the final []File is
 // allocated whole, at its exact size. See Limits for what this costs.
 func decodeManifest(r io.Reader, lim Limits) (*Manifest, error) {
-	d := &manifestDecoder{s: scanner{r: r, buf: make([]byte, 64<<10)}, lim: lim}
+	d := &manifestDecoder{s: scanner{r: r, buf: make([]byte, 4<<10)}, lim: lim}
 	m, err := d.decode()
 	if err != nil {
 		var se *syntaxError
@@ -60,6 +60,9 @@ type scanner struct {
 	err   error // sticky error of r (not io.EOF)
 }
 
+// maxScanBuf is the largest buffer the scanner reads the manifest into.
+const maxScanBuf = 64 << 10
+
 func (s *scanner) offset() int64 { return s.off + int64(s.pos) }
 
 func (s *scanner) errorf(format string, args ...any) error {
@@ -78,6 +81,11 @@ func (s *scanner) fill() error {
 				return s.errorf("invalid UTF-8")
 			}
 			return io.EOF
+		}
+		// The buffer grows (to maxScanBuf) only once the stream has
+		// filled it, so a small manifest costs a small buffer.
+		if s.end == len(s.buf) && len(s.buf) < maxScanBuf {
+			s.buf = append(s.buf, make([]byte, len(s.buf))...)
 		}
 		// Keep the (at most 3) bytes of an incomplete rune.
 		n := copy(s.buf, s.buf[s.pos:s.end])
