@@ -351,20 +351,32 @@ func TestZstdWindowOverLimitIsRefused(t *testing.T) {
 	}
 }
 
-// BenchmarkRefuseZstdBomb measures the worst crafted input of 2 MiB: RLE
-// blocks declaring 64 GiB of zeros. Before MaxExpansion it made Verify
-// decompress and hash all 64 GiB.
+// BenchmarkRefuseZstdBomb measures how long crafted zstd inputs of 2 MiB
+// take to be refused. "rle": RLE blocks declaring 64 GiB of zeros
+// (before MaxExpansion, Verify decompressed and hashed all of it);
+// refused as soon as its output outruns MaxExpansion × the input read so
+// far. "ratio-126": expands 126× throughout, just under the limit, the
+// most work any 2 MiB input can cause; refused at the end, by its digest.
 func BenchmarkRefuseZstdBomb(b *testing.B) {
-	data := zstdZeroBomb(64<<30, bogusDigest)
-	b.SetBytes(int64(len(data)))
-	var got int64
-	for b.Loop() {
-		got = 0
-		_, err := Read(b.Context(), bytes.NewReader(data), Limits{}, countingFn(math.MaxInt64-1, &got))
-		if !errors.Is(err, ErrTooLarge) {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"rle", zstdZeroBomb(64<<30, bogusDigest)},
+		{"ratio-126", zstdRatioBomb(2 << 20)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.data)))
+			var got int64
+			for b.Loop() {
+				got = 0
+				_, err := Read(b.Context(), bytes.NewReader(c.data), Limits{}, countingFn(math.MaxInt64-1, &got))
+				if !errors.Is(err, ErrCorrupt) {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(c.data)), "input-bytes")
+			b.ReportMetric(float64(got), "produced-bytes")
+		})
 	}
-	b.ReportMetric(float64(len(data)), "input-bytes")
-	b.ReportMetric(float64(got), "produced-bytes")
 }

@@ -28,7 +28,7 @@ func (b *blockTar) header(name string, typ byte, size int64, gnu bool, edit func
 	copy(h[100:108], "0000644\x00")
 	copy(h[108:116], "0000000\x00")
 	copy(h[116:124], "0000000\x00")
-	copy(h[124:136], fmt.Sprintf("%011o\x00", size))
+	numField(h[124:136], size)
 	copy(h[136:148], "00000000000\x00")
 	h[156] = typ
 	if gnu {
@@ -259,5 +259,31 @@ func zstdZeroBomb(size int64, digest string) []byte {
 	z := newZstdFrame(0x38)
 	z.raw(head.Bytes())
 	z.run(0, size+int64(-size&511)+1024) // content, padding, end marker
+	return z.finish()
+}
+
+// zstdRatioBomb is a zstd archive of about inSize bytes whose one file
+// expands about 126 times, just under DefaultMaxExpansion all along: the
+// most work a compressed input of that size can cause before it is
+// refused (here at the end, by the file's digest).
+func zstdRatioBomb(inSize int) []byte {
+	const cycle = 1024 + 126<<10 // 1 KiB raw + 126 KiB of RLE zeros per 1,031 bytes of input
+	cycles := inSize / (3 + 1024 + 4)
+	size := int64(cycles) * cycle
+	f := File{Path: "state/a/mixed", Size: size, SHA256: bogusDigest}
+	var head blockTar
+	head.file(ManifestName, manifestOf(f))
+	head.header(f.Path, '0', size, false, nil)
+	z := newZstdFrame(0x38)
+	z.raw(head.Bytes())
+	noise := make([]byte, 1024)
+	for i := range noise {
+		noise[i] = byte(i*7 + i>>3)
+	}
+	for range cycles {
+		z.raw(noise)
+		z.run(0, 126<<10)
+	}
+	z.run(0, int64(-size&511)+1024)
 	return z.finish()
 }
