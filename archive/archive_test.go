@@ -399,3 +399,89 @@ func TestWriteStopsWhenContextIsCancelled(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
+
+func TestWriteRefusesWhatReadersWithItsLimitsWouldRefuse(t *testing.T) {
+	// Whatever Write accepts reads back: a manifest over the readers'
+	// limits is refused before a byte is written, not discovered on
+	// restore.
+	x := fileOf("state/a/x", []byte("alpha"))
+	y := fileOf("state/a/y", []byte("bravo"))
+	m := &Manifest{Version: FormatVersion, Record: json.RawMessage(testRecord), Files: []File{x, y}}
+	for _, lim := range []Limits{{MaxFiles: 1}, {MaxTotalBytes: 9}, {MaxManifestBytes: 100}} {
+		var buf bytes.Buffer
+		err := Write(t.Context(), &buf, m, nil, WriteOptions{Limits: lim})
+		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%+v: got %v, want ErrTooLarge", lim, err)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("%+v: wrote %d bytes before refusing", lim, buf.Len())
+		}
+	}
+	bad := &Manifest{Version: FormatVersion, Record: json.RawMessage("{\"id\":\"\xff\"}")}
+	if err := Write(t.Context(), io.Discard, bad, nil, WriteOptions{}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("record of invalid UTF-8: got %v, want ErrCorrupt", err)
+	}
+}
+
+func TestWriteReadRoundTripsOddNames(t *testing.T) {
+	// Whatever Write accepts, the strict manifest decoder reads back
+	// exactly: names with characters json.Marshal escapes (quotes, <>&,
+	// U+2028, non-ASCII, astral runes) and records of any shape.
+	rng := rand.New(rand.NewPCG(7, 11))
+	alphabet := []rune("aZ09 -_.~'\"<>&%+=,;!()[]{}é中\u2028\u2029😀\u00a0")
+	name := func() string {
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	total := 0
+	for round := range 40 {
+		seen := map[string]bool{}
+		m := &Manifest{Version: FormatVersion, Record: json.RawMessage(fmt.Sprintf(`{"id":%q,"n":[1,2.5,-3e2,true,null,{"k":"\u00e9\\n"}]}`, name()))}
+		contents := map[string][]byte{}
+		for range rng.IntN(8) {
+			p := StatePrefix + name() + "/" + name()
+			if rng.IntN(2) == 0 {
+				p += "/" + name()
+			}
+			if ValidatePath(p) != nil || seen[p] {
+				continue
+			}
+			seen[p] = true
+			c := []byte(name())
+			contents[p] = c
+			m.Files = append(m.Files, fileOf(p, c))
+		}
+		if checkLayout(m.Files) != nil {
+			continue // a path that is also another's directory
+		}
+		open := func(_ context.Context, p string) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(contents[p])), nil
+		}
+		total += len(m.Files)
+		var buf bytes.Buffer
+		mustNoErr(t, Write(t.Context(), &buf, m, open, WriteOptions{Compress: round%2 == 1}))
+		got, err := Verify(t.Context(), bytes.NewReader(buf.Bytes()), Limits{})
+		if err != nil {
+			t.Fatalf("round %d: %v\nmanifest files %+v", round, err, m.Files)
+		}
+		if len(got.Files) != len(m.Files) || (len(m.Files) > 0 && !reflect.DeepEqual(got.Files, m.Files)) {
+			t.Fatalf("round %d: files %+v, want %+v", round, got.Files, m.Files)
+		}
+		var want bytes.Buffer
+		mustNoErr(t, json.Compact(&want, m.Record))
+		var gotRec bytes.Buffer
+		mustNoErr(t, json.Compact(&gotRec, got.Record))
+		var a, b any
+		mustNoErr(t, json.Unmarshal(want.Bytes(), &a))
+		mustNoErr(t, json.Unmarshal(gotRec.Bytes(), &b))
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("round %d: record %s, want %s", round, got.Record, m.Record)
+		}
+	}
+	if total < 60 {
+		t.Fatalf("only %d files round-tripped; the generator is too strict", total)
+	}
+}

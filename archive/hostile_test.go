@@ -26,6 +26,8 @@ type hostileCase struct {
 	// plainOnly: do not also try the case zstd-compressed (it is about
 	// the compression layer itself).
 	plainOnly bool
+	// msg, if set, must appear in the error.
+	msg string
 }
 
 func hostileCases() []hostileCase {
@@ -129,6 +131,43 @@ func hostileCases() []hostileCase {
 		{name: "zstd frame checksum cut", data: zgood[:len(zgood)-4], entry: ManifestName, plainOnly: true},
 		{name: "zstd frame checksum wrong", data: append(bytes.Clone(zgood[:len(zgood)-4]), 1, 2, 3, 4), entry: ManifestName, plainOnly: true},
 		{name: "zstd then garbage", data: append(bytes.Clone(zgood), "garbage!"...), entry: "end of archive", plainOnly: true},
+
+		// Sparse entries: the stream carries 512 bytes of the file, tar
+		// would make up the rest.
+		{name: "sparse GNU old format", data: sparseArchive("gnu-old", 2<<30), entry: "state/a/big", msg: "sparse"},
+		{name: "sparse PAX 0.0", data: sparseArchive("pax-0.0", 2<<30), entry: "state/a/big", msg: "sparse"},
+		{name: "sparse PAX 0.1", data: sparseArchive("pax-0.1", 2<<30), entry: "state/a/big", msg: "sparse"},
+		{name: "sparse PAX 1.0", data: sparseArchive("pax-1.0", 2<<30), entry: "state/a/big", msg: "sparse"},
+		{name: "sparse PAX 1.0 of 256 GiB", data: sparseArchive("pax-1.0", 256<<30), entry: "state/a/big", msg: "sparse"},
+
+		// Exactly the archive: its end marker, at most a record of zero
+		// padding, and nothing else.
+		{name: "end marker missing", data: good[:len(good)-1024], entry: "end of archive", msg: "marker"},
+		{name: "end marker cut", data: good[:len(good)-512], entry: "end of archive", msg: "marker"},
+		{name: "padding over a tar record", data: append(bytes.Clone(good), make([]byte, 10<<10)...), entry: "end of archive", msg: "padding"},
+		{name: "padding not block aligned", data: append(bytes.Clone(good), make([]byte, 100)...), entry: "end of archive", msg: "block"},
+		{name: "zstd skippable frame after", data: append(bytes.Clone(zgood), skippableFrame([]byte("hidden"))...), entry: "end of archive", msg: "skippable", plainOnly: true},
+		{name: "second zstd frame", data: append(bytes.Clone(zgood), zstdOf(make([]byte, 1024))...), entry: "end of archive", msg: "second zstd frame", plainOnly: true},
+		{name: "zeros after the zstd frame", data: append(bytes.Clone(zgood), 0, 0, 0, 0), entry: "end of archive", plainOnly: true},
+		{name: "zstd skippable frame first", data: append(skippableFrame([]byte("hidden")), zgood...), entry: "start of archive", msg: "skippable", plainOnly: true},
+		{name: "zstd window over 8 MiB", data: newZstdFrame(0x70).withRaw(good), entry: ManifestName, tooLarge: true, msg: "window", plainOnly: true},
+		{name: "zstd dictionary", data: append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x01, 0x38, 0x07}, zgood[6:]...), entry: ManifestName, msg: "dictionary", plainOnly: true},
+
+		// Compressed formats this package does not read are named.
+		{name: "gzip", data: gzipOf(good), entry: "start of archive", msg: "archive is gzip-compressed; Tidemark reads plain tar or zstd", plainOnly: true},
+		{name: "bzip2", data: append([]byte("BZh91AY&SY"), good...), entry: "start of archive", msg: "bzip2-compressed", plainOnly: true},
+		{name: "xz", data: append([]byte("\xfd7zXZ\x00\x00\x04"), good...), entry: "start of archive", msg: "xz-compressed", plainOnly: true},
+		{name: "lz4", data: append([]byte{0x04, 0x22, 0x4d, 0x18, 0x64, 0x40, 0xa7}, good...), entry: "start of archive", msg: "lz4-compressed", plainOnly: true},
+		{name: "zip", data: zipOf(good), entry: "start of archive", msg: "zip file", plainOnly: true},
+
+		// The manifest's bytes: valid UTF-8, strict JSON.
+		{name: "invalid UTF-8 in the record", data: rawTar(rawM(`{"version":1,"record":{"id":"` + "\xff" + `"},"files":[]}`)), entry: ManifestName, msg: "UTF-8"},
+		{name: "invalid UTF-8 in a path", data: rawTar(rawM(`{"version":1,"record":{},"files":[{"path":"state/a/`+"\xff"+`","size":5,"sha256":"`+fx.SHA256+`"}]}`), reg("state/a/\ufffd", x)), entry: ManifestName, msg: "UTF-8"},
+		{name: "lone surrogate in a path", data: rawTar(rawM(`{"version":1,"record":{},"files":[{"path":"state/a/\ud800","size":5,"sha256":"`+fx.SHA256+`"}]}`), reg("state/a/\ufffd", x)), entry: ManifestName, msg: "surrogate"},
+		{name: "files twice", data: rawTar(rawM(`{"version":1,"record":{},"files":[],"files":[]}`)), entry: ManifestName, msg: "twice"},
+		{name: "member name in another case", data: rawTar(rawM(`{"version":1,"Record":{},"files":[]}`)), entry: ManifestName, msg: "unknown field"},
+		{name: "size not an integer", data: rawTar(rawM(`{"version":1,"record":{},"files":[{"path":"state/a/x","size":5.0,"sha256":"`+fx.SHA256+`"}]}`), reg("state/a/x", x)), entry: ManifestName, msg: "integer"},
+		{name: "size null", data: rawTar(rawM(`{"version":1,"record":{},"files":[{"path":"state/a/e","size":null,"sha256":"`+empty.SHA256+`"}]}`), reg("state/a/e", nil)), entry: ManifestName},
 	}
 }
 
@@ -171,6 +210,9 @@ func TestHostileArchivesAreRefused(t *testing.T) {
 				}
 				if got := errors.Is(err, ErrTooLarge); got != c.tooLarge {
 					t.Errorf("%s: errors.Is(err, ErrTooLarge) = %v, want %v (%v)", op, got, c.tooLarge, err)
+				}
+				if !strings.Contains(err.Error(), c.msg) {
+					t.Errorf("%s: error %q does not say %q", op, err, c.msg)
 				}
 			}
 

@@ -3,28 +3,30 @@ package archive
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 )
 
-// maxZstdWindow bounds the memory a compressed archive can make the
-// decoder allocate. Write uses 8 MiB; the zstd CLI uses at most 8 MiB up
-// to level 19 and more only with --ultra or --long.
-const maxZstdWindow = 64 << 20
+// tarRecordSize is the largest zero padding accepted after the tar
+// end-of-archive marker: tar tools pad the stream to a whole record (GNU
+// and BSD tar: 10 KiB by default). Padding is part of the archive;
+// anything else after the marker is not.
+const tarRecordSize = 10 << 10
 
-// maxTrailing is how many zero bytes may follow the tar end-of-archive
-// marker: tar tools pad the stream to their record size (GNU and BSD tar:
-// 10 KiB by default).
-const maxTrailing = 1 << 20
+// Entry names used in errors for the parts of a stream that are not
+// entries.
+const (
+	startOfArchive = "start of archive"
+	endOfArchive   = "end of archive"
+)
 
 // Read streams the archive in r, verifying it, and calls fn once for each
 // file, in manifest order, with a reader of exactly its content. The size
@@ -35,35 +37,90 @@ const maxTrailing = 1 << 20
 // returns. A nil fn only verifies.
 //
 // The manifest is read and checked, including against lim, before fn is
-// first called; Read returns it when the whole archive has been verified.
-// If fn returns an error, Read stops and returns it (wrapped, naming the
-// file); if the archive is refused, the error wraps ErrCorrupt. Either
-// way, fn may already have been called for earlier files: consumers that
-// must not act on a partial archive stage what they write (as ExtractDir
-// does).
+// first called; Read returns it when the whole archive has been verified,
+// to the last byte of r. If fn returns an error, Read stops and returns it
+// (wrapped, naming the file); if the archive is refused, the error wraps
+// ErrCorrupt. Either way, fn may already have been called for earlier
+// files: consumers that must not act on a partial archive stage what they
+// write (as ExtractDir does). To inspect the manifest before any file is
+// read, use NewReader.
 func Read(ctx context.Context, r io.Reader, lim Limits, fn func(f File, r io.Reader) error) (*Manifest, error) {
-	lim = lim.withDefaults()
-	rd := &reader{ctx: ctx, src: &srcReader{r: r}}
-	m, err := rd.read(lim, fn)
+	ar, err := NewReader(ctx, r, lim)
 	if err != nil {
-		return nil, rd.classify(err)
+		return nil, err
 	}
-	return m, nil
+	defer ar.Close()
+	if err := ar.ReadFiles(ctx, fn); err != nil {
+		return nil, err
+	}
+	return ar.Manifest(), nil
 }
 
 // Verify reads the whole archive in r and checks the manifest, every
-// file's size and digest and the end of the stream, writing nothing. It
-// returns the manifest if the archive is sound and an error wrapping
-// ErrCorrupt if not.
+// file's size and digest and the end of the stream (nothing may follow
+// the archive), writing nothing. It returns the manifest if the archive
+// is sound and an error wrapping ErrCorrupt if not. On success every byte
+// of r up to io.EOF has been read and checked.
 func Verify(ctx context.Context, r io.Reader, lim Limits) (*Manifest, error) {
 	return Read(ctx, r, lim, nil)
 }
 
-// reader holds the state of one Read, so that errors can be classified
-// as corruption, cancellation or failure of the underlying reader.
-type reader struct {
-	ctx context.Context
-	src *srcReader
+// Reader reads one archive in two steps: NewReader reads and checks the
+// manifest, so that a caller can examine it (the record, the layout it
+// implies, conflicts at the destination) and refuse before anything is
+// read or created; ReadFiles or Extract then reads the files. A Reader is
+// used once and from one goroutine.
+type Reader struct {
+	lim    Limits
+	src    *srcReader
+	z      *zstdStream // nil for a plain tar
+	count  *countingReader
+	tr     *tar.Reader
+	m      *Manifest
+	entry  string // what is being read, for errors of the lower layers
+	used   bool
+	closed bool
+}
+
+// NewReader reads the manifest at the start of r and checks it completely
+// (format, record, every path, size and digest, the layout, lim) before
+// returning. It reads nothing beyond the manifest. The caller must Close
+// the Reader. Errors are classified as for Read.
+func NewReader(ctx context.Context, r io.Reader, lim Limits) (*Reader, error) {
+	ar := &Reader{lim: lim.withDefaults(), src: &srcReader{r: r}, entry: startOfArchive}
+	m, err := ar.open()
+	if err != nil {
+		ar.Close()
+		return nil, ar.classify(ctx, err)
+	}
+	ar.m = m
+	return ar, nil
+}
+
+// Manifest returns the archive's manifest, as checked by NewReader.
+func (ar *Reader) Manifest() *Manifest { return ar.m }
+
+// Close releases the decoder; it may be called more than once. It does
+// not close the underlying reader.
+func (ar *Reader) Close() error {
+	if ar.z != nil && !ar.closed {
+		ar.z.close()
+	}
+	ar.closed = true
+	return nil
+}
+
+// ReadFiles reads every file and the end of the archive as Read does,
+// calling fn for each file (nil: only verify). It may be called once.
+func (ar *Reader) ReadFiles(ctx context.Context, fn func(f File, r io.Reader) error) error {
+	if ar.used {
+		return errors.New("archive: files already read")
+	}
+	ar.used = true
+	if err := ar.readFiles(ctx, fn); err != nil {
+		return ar.classify(ctx, err)
+	}
+	return nil
 }
 
 // srcReader remembers the first error of the underlying reader other than
@@ -82,25 +139,40 @@ func (s *srcReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// classify turns err into what Read returns. Cancellation and failures of
-// the underlying reader win over whatever the parsers made of them;
-// everything else the parsers reject is corruption.
-func (rd *reader) classify(err error) error {
-	if errors.Is(err, ErrCorrupt) && rd.src.err == nil {
+// countingReader counts the bytes of the tar stream, so that the reader
+// can tell how many bytes an entry really occupies.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// classify turns err into what the Reader returns. Cancellation and
+// failures of the underlying reader win over whatever the parsers made of
+// them, then refusals of the compression layer (named after the entry
+// being read), then the parsers' own verdict.
+func (ar *Reader) classify(ctx context.Context, err error) error {
+	if errors.Is(err, ErrCorrupt) && ar.src.err == nil && (ar.z == nil || ar.z.err == nil) {
 		return err
 	}
-	if cerr := rd.ctx.Err(); cerr != nil {
+	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("archive: read: %w", cerr)
 	}
-	if rd.src.err != nil {
-		return fmt.Errorf("archive: read: %w", rd.src.err)
+	if ar.src.err != nil {
+		return fmt.Errorf("archive: read: %w", ar.src.err)
+	}
+	if ar.z != nil && ar.z.err != nil {
+		return fmt.Errorf("%w: entry %q: %w", ErrCorrupt, ar.entry, ar.z.err)
 	}
 	return err
 }
 
 // parseErr converts an error from the tar or zstd layer into a refusal.
-// Errors that already carry a verdict (corruption found by us, fn's own
-// errors) are passed through; classify sorts out the rest.
 func parseErr(entry string, err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
@@ -108,76 +180,31 @@ func parseErr(entry string, err error) error {
 	return corrupt(entry, "%v", err)
 }
 
-func (rd *reader) read(lim Limits, fn func(File, io.Reader) error) (*Manifest, error) {
-	br := bufio.NewReader(rd.src)
+func (ar *Reader) open() (*Manifest, error) {
+	br := bufio.NewReader(ar.src)
 	var stream io.Reader = br
 	// Peek fails on inputs shorter than the magic; those are plain tar
 	// and will be refused as such.
-	if magic, _ := br.Peek(len(zstdMagic)); bytes.Equal(magic, zstdMagic) {
-		dec, err := zstd.NewReader(br,
-			zstd.WithDecoderConcurrency(1), // synchronous: no goroutines, bounded memory
-			zstd.WithDecoderMaxWindow(maxZstdWindow),
-			zstd.WithDecoderMaxMemory(maxZstdWindow),
-		)
-		if err != nil {
-			return nil, fmt.Errorf("archive: read: %w", err)
-		}
-		defer dec.Close()
-		stream = dec
-	}
-	tr := tar.NewReader(stream)
-
-	m, err := rd.readManifest(tr, lim)
-	if err != nil {
+	magic, _ := br.Peek(16)
+	if err := sniff(magic); err != nil {
 		return nil, err
 	}
-
-	index := make(map[string]int, len(m.Files))
-	for i, f := range m.Files {
-		index[f.Path] = i
-	}
-	prev := ManifestName
-	for i, f := range m.Files {
-		if err := rd.ctx.Err(); err != nil {
-			return nil, err
-		}
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil, corrupt(f.Path, "listed in the manifest but missing from the archive")
-		}
+	if isZstd(magic) {
+		z, err := newZstdStream(br, ar.lim)
 		if err != nil {
-			return nil, parseErr(fmt.Sprintf("after %s", prev), err)
-		}
-		if err := checkEntry(hdr, f, i, index); err != nil {
 			return nil, err
 		}
-		if err := rd.readFile(tr, f, fn); err != nil {
-			return nil, err
-		}
-		prev = f.Path
+		ar.z = z
+		stream = z
 	}
-
-	hdr, err := tr.Next()
-	switch {
-	case err == io.EOF:
-	case err != nil:
-		return nil, parseErr(fmt.Sprintf("after %s", prev), err)
-	case hdr.Name == ManifestName:
-		return nil, corrupt(hdr.Name, "appears twice")
-	default:
-		if _, ok := index[hdr.Name]; ok {
-			return nil, corrupt(hdr.Name, "appears twice")
-		}
-		return nil, corrupt(hdr.Name, "not listed in the manifest")
-	}
-	if err := checkTrailer(stream); err != nil {
-		return nil, err
-	}
-	return m, nil
+	ar.count = &countingReader{r: stream}
+	ar.tr = tar.NewReader(ar.count)
+	ar.entry = ManifestName
+	return ar.readManifest()
 }
 
-func (rd *reader) readManifest(tr *tar.Reader, lim Limits) (*Manifest, error) {
-	hdr, err := tr.Next()
+func (ar *Reader) readManifest() (*Manifest, error) {
+	hdr, err := ar.tr.Next()
 	if err == io.EOF {
 		return nil, corrupt(ManifestName, "missing: the archive is empty")
 	}
@@ -187,61 +214,121 @@ func (rd *reader) readManifest(tr *tar.Reader, lim Limits) (*Manifest, error) {
 	if hdr.Name != ManifestName {
 		return nil, corrupt(hdr.Name, "first entry must be %s", ManifestName)
 	}
-	if hdr.Typeflag != tar.TypeReg {
-		return nil, corrupt(ManifestName, "is a %s, not a regular file", typeName(hdr.Typeflag))
-	}
-	if hdr.Size > lim.MaxManifestBytes {
-		return nil, tooLarge(ManifestName, "%d bytes, over the %d-byte limit", hdr.Size, lim.MaxManifestBytes)
-	}
-	data := make([]byte, hdr.Size)
-	if _, err := io.ReadFull(tr, data); err != nil {
-		return nil, parseErr(ManifestName, err)
-	}
-
-	// Look at the version alone first: a newer archive should be refused
-	// for its version, not for a field this reader does not know.
-	var v struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, corrupt(ManifestName, "%v", err)
-	}
-	if v.Version != FormatVersion {
-		return nil, corrupt(ManifestName, "unknown format version %d (this reader knows %d)", v.Version, FormatVersion)
-	}
-	// The files array is at most as long as the manifest, so checking the
-	// count after decoding keeps memory within MaxManifestBytes times a
-	// small factor.
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, corrupt(ManifestName, "%v", err)
-	}
-	if dec.More() {
-		return nil, corrupt(ManifestName, "data after the JSON object")
-	}
-	if len(m.Files) > lim.MaxFiles {
-		return nil, tooLarge(ManifestName, "%d files, over the limit of %d", len(m.Files), lim.MaxFiles)
-	}
-	total, err := validateManifest(&m)
-	if err != nil {
+	if err := checkPlain(hdr); err != nil {
 		return nil, err
 	}
-	if total > lim.MaxTotalBytes {
-		return nil, tooLarge(ManifestName, "files total %d bytes, over the %d-byte limit", total, lim.MaxTotalBytes)
+	if hdr.Size > ar.lim.MaxManifestBytes {
+		return nil, tooLarge(ManifestName, "%d bytes, over the %d-byte limit", hdr.Size, ar.lim.MaxManifestBytes)
 	}
-	return &m, nil
+	// Decoded as it streams: memory follows the bytes actually present,
+	// never the size the header declares.
+	body := &entryReader{r: ar.tr, count: ar.count, start: ar.count.n, f: File{Path: ManifestName, Size: hdr.Size}}
+	m, err := decodeManifest(body, ar.lim)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			err = parseErr(ManifestName, err)
+		}
+		return nil, err
+	}
+	if body.n != hdr.Size {
+		return nil, corrupt(ManifestName, "%d bytes, header says %d", body.n, hdr.Size)
+	}
+	return m, nil
 }
 
-// checkEntry checks that hdr is the i'th file of the manifest, f.
-func checkEntry(hdr *tar.Header, f File, i int, index map[string]int) error {
+func (ar *Reader) readFiles(ctx context.Context, fn func(File, io.Reader) error) error {
+	files := ar.m.Files
+	prev := ManifestName
+	for i, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ar.entry = f.Path
+		hdr, err := ar.tr.Next()
+		if err == io.EOF {
+			return corrupt(f.Path, "listed in the manifest but missing from the archive")
+		}
+		if err != nil {
+			return parseErr(fmt.Sprintf("after %s", prev), err)
+		}
+		if err := checkEntry(hdr, files, i); err != nil {
+			return err
+		}
+		if err := ar.readFile(ctx, f, fn); err != nil {
+			return err
+		}
+		prev = f.Path
+	}
+
+	ar.entry = endOfArchive
+	dataEnd := ar.count.n
+	hdr, err := ar.tr.Next()
+	switch {
+	case err == io.EOF:
+	case err != nil:
+		return parseErr(fmt.Sprintf("after %s", prev), err)
+	case hdr.Name == ManifestName || listed(files, hdr.Name) >= 0:
+		return corrupt(hdr.Name, "appears twice")
+	default:
+		return corrupt(hdr.Name, "not listed in the manifest")
+	}
+	// tar reports the end at a missing header as well as at the marker;
+	// a whole archive has the marker: two zero blocks after the last
+	// entry's padding.
+	if marker := ar.count.n - (dataEnd+511)/512*512; marker != 1024 {
+		return corrupt(endOfArchive, "end-of-archive marker missing or cut (%d of 1024 bytes)", marker)
+	}
+	if err := checkPadding(ar.count); err != nil {
+		return err
+	}
+	if ar.z != nil {
+		return ar.z.checkEnd()
+	}
+	return nil
+}
+
+// listed returns the index of the file at path p, or -1; used only to
+// explain a refusal, so a linear scan is fine.
+func listed(files []File, p string) int {
+	for i, f := range files {
+		if f.Path == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkPlain refuses every entry that is not a plain regular file whose
+// bytes are all in the stream: other types, and sparse files of every
+// format (old GNU 'S' entries, PAX GNU.sparse.* records of versions 0.0,
+// 0.1 and 1.0), whose holes archive/tar would fill with zeros the stream
+// does not carry. entryReader also checks every entry's bytes against the
+// stream, so a header that makes the tar reader synthesize data in some
+// other way is refused too.
+func checkPlain(hdr *tar.Header) error {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return corrupt(hdr.Name, "is a sparse file (GNU format), not a plain regular file")
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return corrupt(hdr.Name, "is a sparse file (PAX record %s), not a plain regular file", k)
+		}
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return corrupt(hdr.Name, "is a %s, not a regular file", typeName(hdr.Typeflag))
+	}
+	return nil
+}
+
+// checkEntry checks that hdr is the i'th file of the manifest.
+func checkEntry(hdr *tar.Header, files []File, i int) error {
+	f := files[i]
 	if hdr.Name != f.Path {
-		j, listed := index[hdr.Name]
+		j := listed(files, hdr.Name)
 		switch {
 		case hdr.Name == ManifestName:
 			return corrupt(hdr.Name, "appears twice")
-		case !listed:
+		case j < 0:
 			return corrupt(hdr.Name, "not listed in the manifest")
 		case j < i:
 			return corrupt(hdr.Name, "appears twice")
@@ -249,8 +336,8 @@ func checkEntry(hdr *tar.Header, f File, i int, index map[string]int) error {
 			return corrupt(hdr.Name, "out of manifest order: expected %q", f.Path)
 		}
 	}
-	if hdr.Typeflag != tar.TypeReg {
-		return corrupt(hdr.Name, "is a %s, not a regular file", typeName(hdr.Typeflag))
+	if err := checkPlain(hdr); err != nil {
+		return err
 	}
 	if hdr.Size != f.Size {
 		return corrupt(hdr.Name, "size %d, manifest says %d", hdr.Size, f.Size)
@@ -275,8 +362,8 @@ func typeName(t byte) string {
 	}
 }
 
-func (rd *reader) readFile(tr *tar.Reader, f File, fn func(File, io.Reader) error) error {
-	er := &entryReader{ctx: rd.ctx, r: tr, f: f, h: sha256.New()}
+func (ar *Reader) readFile(ctx context.Context, f File, fn func(File, io.Reader) error) error {
+	er := &entryReader{ctx: ctx, r: ar.tr, count: ar.count, start: ar.count.n, f: f, h: sha256.New()}
 	if fn != nil {
 		if err := fn(f, er); err != nil {
 			// If the reader found the archive at fault, that is the
@@ -293,68 +380,99 @@ func (rd *reader) readFile(tr *tar.Reader, f File, fn func(File, io.Reader) erro
 	return nil
 }
 
-// entryReader hands out one file's content and checks it at the end: it
-// returns io.EOF only after the size and digest matched the manifest.
-// Its errors are sticky.
+// entryReader hands out one entry's content and checks it at the end: it
+// returns io.EOF only after the size and digest (if h is set) matched f.
+// Throughout, it checks that every byte it hands out came from the
+// stream: the tar reader must never produce more than it consumed since
+// the entry's header. Its errors are sticky.
 type entryReader struct {
-	ctx context.Context
-	r   io.Reader // the tar reader, positioned at the entry
-	f   File
-	h   hash.Hash
-	n   int64
-	err error
+	ctx   context.Context // nil: not checked (the manifest)
+	r     io.Reader       // the tar reader, positioned at the entry
+	count *countingReader
+	start int64
+	f     File
+	h     hash.Hash
+	n     int64
+	err   error
 }
 
 func (e *entryReader) Read(p []byte) (int, error) {
 	if e.err != nil {
 		return 0, e.err
 	}
-	if err := e.ctx.Err(); err != nil {
-		e.err = err
-		return 0, err
+	if e.ctx != nil {
+		if err := e.ctx.Err(); err != nil {
+			e.err = err
+			return 0, err
+		}
 	}
 	n, err := e.r.Read(p)
-	e.h.Write(p[:n])
 	e.n += int64(n)
+	if carried := e.count.n - e.start; e.n > carried {
+		e.err = corrupt(e.f.Path, "the tar reader produced %d bytes, the stream carries %d: synthesized (sparse) data", e.n, carried)
+		return 0, e.err
+	}
+	if e.h != nil {
+		e.h.Write(p[:n])
+	}
 	switch {
 	case err == io.EOF:
 		// tar ends the entry after exactly the header's size, which
 		// checkEntry matched against the manifest; check anyway.
+		if e.h == nil {
+			break
+		}
 		if e.n != e.f.Size {
 			err = corrupt(e.f.Path, "%d bytes, manifest says %d", e.n, e.f.Size)
 		} else if got := hex.EncodeToString(e.h.Sum(nil)); got != e.f.SHA256 {
 			err = corrupt(e.f.Path, "sha256 %s, manifest says %s", got, e.f.SHA256)
 		}
 	case err != nil:
-		err = parseErr(e.f.Path, err)
+		if !errors.Is(err, ErrCorrupt) {
+			err = parseErr(e.f.Path, err)
+		}
 	}
 	e.err = err
 	return n, err
 }
 
-// checkTrailer checks what follows the tar end-of-archive marker: only
-// zero padding, then the end of the stream. Reading to the end also makes
-// the zstd decoder check the rest of its input, so nothing after the
-// archive goes unverified.
-func checkTrailer(r io.Reader) error {
-	buf := make([]byte, 32<<10)
-	var total int
+// checkPadding checks what follows the end-of-archive marker: at most
+// the zero padding of one tar record, ending on a block boundary, then
+// the end of the stream. Reading to the end also makes the zstd decoder
+// check the rest of its frame.
+func checkPadding(c *countingReader) error {
+	buf := make([]byte, 4<<10)
+	var pad int64
 	for {
-		n, err := r.Read(buf)
+		n, err := c.Read(buf)
 		for _, b := range buf[:n] {
 			if b != 0 {
-				return corrupt("end of archive", "non-zero data after the end-of-archive marker")
+				return corrupt(endOfArchive, "data after the end-of-archive marker")
 			}
 		}
-		total += n
-		if total > maxTrailing {
-			return corrupt("end of archive", "more than %d bytes of padding", maxTrailing)
+		pad += int64(n)
+		if pad >= tarRecordSize {
+			return corrupt(endOfArchive, "more than a tar record (%d bytes) of padding after the end-of-archive marker", tarRecordSize)
 		}
 		if err == io.EOF {
+			if c.n%512 != 0 {
+				return corrupt(endOfArchive, "padding does not end on a 512-byte block")
+			}
 			return nil
 		}
 		if err != nil {
-			return corrupt("end of archive", "%v", err)
+			return parseErr(endOfArchive, err)
 		}
 	}
+}
+
+// newDecoder returns a zstd decoder bounded in memory: one goroutine, a
+// window of at most maxZstdWindow.
+func newDecoder(r io.Reader) (*zstd.Decoder, error) {
+	return zstd.NewReader(r,
+		zstd.WithDecoderConcurrency(1), // synchronous: no goroutines, bounded memory
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(maxZstdWindow),
+		zstd.WithDecoderMaxMemory(maxZstdWindow),
+	)
 }

@@ -20,11 +20,18 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// WriteOptions configure Write. The zero value writes a plain tar.
+// WriteOptions configure Write. The zero value writes a plain tar that a
+// reader with the default Limits accepts.
 type WriteOptions struct {
 	// Compress zstd-compresses the whole stream (default level, one
-	// encoder goroutine, 8 MiB window).
+	// encoder goroutine, 8 MiB window, one frame).
 	Compress bool
+	// Limits are those of the readers the archive is meant for: Write
+	// refuses, before writing anything, a manifest they would refuse
+	// (more than MaxFiles files, over MaxTotalBytes in total, or encoded
+	// over MaxManifestBytes), so that whatever Write accepts can be read
+	// back. Zero fields take their defaults, as for readers.
+	Limits Limits
 }
 
 // OpenFunc opens the content of the archive file at path for Write.
@@ -40,11 +47,19 @@ var epoch = time.Unix(0, 0)
 // and SHA-256 are checked while it is copied (one pass); if a source
 // disagrees with the manifest, Write fails with an error wrapping
 // ErrCorrupt that names the file, and what was written to w must be
-// discarded. m must pass the same checks Read applies (version, paths,
-// sizes, digests); w is not closed.
+// discarded. m must pass the same checks Read applies (version, record,
+// paths, sizes, digests, layout, opts.Limits); w is not closed.
 func Write(ctx context.Context, w io.Writer, m *Manifest, open OpenFunc, opts WriteOptions) (err error) {
-	if _, err := validateManifest(m); err != nil {
+	total, err := validateManifest(m)
+	if err != nil {
 		return fmt.Errorf("archive: write: %w", err)
+	}
+	lim := opts.Limits.withDefaults()
+	if len(m.Files) > lim.MaxFiles {
+		return fmt.Errorf("archive: write: %w", tooLarge(ManifestName, "%d files, over the limit of %d", len(m.Files), lim.MaxFiles))
+	}
+	if total > lim.MaxTotalBytes {
+		return fmt.Errorf("archive: write: %w", tooLarge(ManifestName, "files total %d bytes, over the %d-byte limit", total, lim.MaxTotalBytes))
 	}
 	mm := *m
 	if mm.Files == nil {
@@ -53,6 +68,9 @@ func Write(ctx context.Context, w io.Writer, m *Manifest, open OpenFunc, opts Wr
 	manifest, err := json.Marshal(&mm)
 	if err != nil {
 		return fmt.Errorf("archive: write: encode manifest: %w", err)
+	}
+	if int64(len(manifest)) > lim.MaxManifestBytes {
+		return fmt.Errorf("archive: write: %w", tooLarge(ManifestName, "%d bytes, over the %d-byte limit", len(manifest), lim.MaxManifestBytes))
 	}
 
 	out := w
@@ -243,6 +261,3 @@ func DirOpener(dir, prefix string) OpenFunc {
 		return fh, nil
 	}
 }
-
-// zstdMagic starts every zstd frame.
-var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
