@@ -524,3 +524,37 @@ func TestRemoteCheckpointWithoutRemoteTablesRestores(t *testing.T) {
 		t.Fatalf("after compacting to L6: live remote objects %v %v, want one", live, err)
 	}
 }
+
+func TestRemoteHydrateReadsTheStateAheadOfUse(t *testing.T) {
+	cs := &countingStore{Blobstore: memstore.New()}
+	live, cp, _ := checkpointRemote(t, cs, RemoteAllLevels, "op-a", "op-b")
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts := remoteOpts(cs, "e2", RemoteAllLevels)
+	opts.CacheSize = 32 << 20 // holds the whole state, so no read after hydration misses
+	s, err := OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g0 := cs.gets.Load()
+	if err := s.Hydrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	g1 := cs.gets.Load()
+	if g1 == g0 {
+		t.Fatal("Hydrate read nothing from the store")
+	}
+	if err := checkRemote(t, s, 1, "op-a", "op-b"); err != nil {
+		t.Fatal(err)
+	}
+	if g := cs.gets.Load() - g1; g != 0 {
+		t.Fatalf("reads after hydration sent %d ranged reads to the store, want none", g)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Hydrate(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Hydrate with a cancelled context: %v", err)
+	}
+}
