@@ -104,7 +104,11 @@
 //     it; Pebble protects every object of a checkpoint taken by the same
 //     open, so such an object is in no checkpoint. Objects of earlier
 //     locators are never deleted here, even when the database drops them.
-//   - Pebble's reference markers are not written (see ownerRemote).
+//   - Pebble's per-table reference markers (which let databases that
+//     share an object know when the last one lets go) are virtual: none
+//     is written, listed or deleted, which saves a PUT per new table and
+//     a LIST and a DELETE per obsolete one. No two databases share an
+//     object here.
 //   - GC may delete an object only when no retained checkpoint, pinned
 //     restore or savepoint refers to it, it is not under the prefix of a
 //     writer that may still be live ([Store.RemotePrefixes]; inside the
@@ -116,8 +120,14 @@
 // with an error wrapping [ErrRemoteObject] and naming the object's key
 // (corruption is caught by Pebble's block checksums); it never yields
 // wrong data, and the database stays usable for reads that do not need
-// the object. Table statistics are not collected in remote mode (see
-// ownerRemote.configure).
+// the object.
+//
+// Cold point reads cost one ranged read each; [Store.Hydrate], run in the
+// background after a restore, reads the whole state sequentially into the
+// secondary cache (RemoteOptions.CacheSize per owner, preallocated on
+// local disk). Table statistics are not collected in remote mode:
+// collecting them reads every table soon after open, and Pebble's size
+// check there ends the process on a truncated object.
 //
 // # Errors
 //

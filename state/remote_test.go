@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -191,11 +192,24 @@ func TestRemoteCheckpointUploadsNoTableInAllLevelsMode(t *testing.T) {
 
 func TestRemoteObjectsReadsNoObject(t *testing.T) {
 	cs := &countingStore{Blobstore: memstore.New()}
-	s, cp, _ := checkpointRemote(t, cs, RemoteAllLevels, "op-a")
+	s, _, _ := checkpointRemote(t, cs, RemoteAllLevels, "op-a")
+	cp := filepath.Join(t.TempDir(), "cp2")
+	if _, err := s.Checkpoint(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ListFiles(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gets, stats := cs.gets.Load(), cs.stats.Load()
 	objs, err := s.RemoteObjects(t.Context(), cp)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Opening the checkpoint read-only left it as it was (Pebble would
+	// have created a LOCK file in it).
+	if after, err := ListFiles(cp); err != nil || !slices.Equal(after, before) {
+		t.Fatalf("RemoteObjects changed the checkpoint directory: %v, then %v (%v)", before, after, err)
 	}
 	if len(objs) == 0 {
 		t.Fatal("no remote objects")
