@@ -35,10 +35,12 @@ import (
 // incompressible values, compacted), takes and saves a full checkpoint,
 // then measures, per operation:
 //
-//   - first-read-s (median of three restores; first-read-max-s the
-//     slowest): from the start of the restore to the first correct value
-//     read (restore of the record and local files, OpenCheckpoint, one Get
-//     per owner); ns/op is their sum;
+//   - first-read-s (median of TIDEMARK_BENCH_INSTANT_RESTORES restores,
+//     default 3; first-read-max-s the slowest): from the start of the
+//     restore to the first correct value read, ns/op is their sum; it is
+//     download-s (BlobStorage.Restore: the record and the local files) +
+//     open-s (OpenCheckpoint and opening every owner) + get-s (one Get
+//     per owner), each a median;
 //   - restore-down-MiB: bytes downloaded until then;
 //   - cold-reads/s: 1000 random Gets per owner right after the first
 //     read; hydrate-s: Store.Hydrate then reading the whole state;
@@ -220,10 +222,15 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	// operation restores three times and reports the median, since one
 	// restore takes a fraction of a second on a machine shared with
 	// others.
-	const restores = 3
+	restores := 3
+	if s := os.Getenv("TIDEMARK_BENCH_INSTANT_RESTORES"); s != "" {
+		if restores, err = strconv.Atoi(s); err != nil || restores <= 0 {
+			b.Fatalf("TIDEMARK_BENCH_INSTANT_RESTORES=%q: want a positive number", s)
+		}
+	}
 	b.ResetTimer()
 	b.StopTimer()
-	var firstReads []time.Duration
+	var firstReads, downloads, opens, gets []time.Duration
 	var cold, hydrate, hydrated time.Duration
 	var down int64
 	reads := 0
@@ -237,10 +244,17 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 		if err := node.Restore(ctx, id); err != nil {
 			b.Fatalf("Restore(%s): %v", id, err)
 		}
+		tOpen := time.Now()
 		rs, err := state.OpenCheckpoint(ctx, node.StateDir(id), work, options(fmt.Sprintf("e%d", 2+i)))
 		if err != nil {
 			b.Fatal(err)
 		}
+		for _, oid := range ids {
+			if _, err := rs.Owner(oid); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tGet := time.Now()
 		for _, oid := range ids {
 			o, err := rs.Owner(oid)
 			if err != nil {
@@ -254,6 +268,9 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 		}
 		b.StopTimer()
 		firstReads = append(firstReads, time.Since(t0))
+		downloads = append(downloads, tOpen.Sub(t0))
+		opens = append(opens, tGet.Sub(tOpen))
+		gets = append(gets, time.Since(tGet))
 		down += ckptCounts.snapshot().sub(d0).down + pebbleStore.snapshot().sub(p0).down
 
 		// Random point reads on the cold state, then a hydration, then
@@ -288,9 +305,15 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 		}
 	}
 	n := float64(b.N * restores)
-	slices.Sort(firstReads)
-	b.ReportMetric(firstReads[len(firstReads)/2].Seconds(), "first-read-s")
+	median := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return ds[len(ds)/2].Seconds()
+	}
+	b.ReportMetric(median(firstReads), "first-read-s")
 	b.ReportMetric(firstReads[len(firstReads)-1].Seconds(), "first-read-max-s")
+	b.ReportMetric(median(downloads), "download-s")
+	b.ReportMetric(median(opens), "open-s")
+	b.ReportMetric(median(gets), "get-s")
 	b.ReportMetric(float64(down)/(1<<20)/n, "restore-down-MiB")
 	b.ReportMetric(float64(reads)/cold.Seconds(), "cold-reads/s")
 	b.ReportMetric(hydrate.Seconds()/n, "hydrate-s")
