@@ -41,7 +41,7 @@ func (c *countingStore) Stat(ctx context.Context, key string) (blobstore.ObjectI
 
 func remoteOpts(bs blobstore.Blobstore, gen string, levels RemoteLevels) Options {
 	return Options{
-		MemTableSize: 256 << 10, CacheSize: 1 << 20,
+		MemTableSize: 256 << 10, CacheSize: 8 << 20, // holds the test state: reads after the first go to the store or the secondary cache once
 		Remote: RemoteOptions{Store: bs, Prefix: "job/remote", Generation: gen, Levels: levels, CacheSize: 4 << 20},
 	}
 }
