@@ -23,7 +23,7 @@ import (
 // must lie outside the store directory (fs.ErrInvalid otherwise). SSTs
 // are hard-linked (copied across filesystems), the MANIFEST, OPTIONS and
 // WAL are copied, and all of it is durable when Checkpoint returns: Pebble
-// fsyncs every file it copies and each owner directory, mkdirAllSync
+// fsyncs every file it copies and each owner directory, fsync.MkdirAll
 // fsyncs the parents of dir it creates, and dir itself is fsynced last so
 // that the owner entries are durable whatever Pebble does internally.
 //

@@ -72,8 +72,65 @@
 // inode (Checkpoint hard-links SSTs), so it is neither hashed nor
 // uploaded again. [DigestFile] computes a file's SHA-256 for checks.
 //
+// # Remote mode (instant restore)
+//
+// With [Options.Remote] set, Pebble creates SSTs directly in an object
+// store ([RemoteOptions]: all levels, or only L5 and L6) through
+// state/remotestore, and reads them back block by block through a
+// secondary cache on local disk. A checkpoint directory then holds only
+// the local part: MANIFEST, OPTIONS, WAL, the remote object catalog
+// (REMOTE-OBJ-CATALOG-* and its marker, which say where each remote
+// table lives) and any local SSTs. [Store.RemoteObjects] lists, exactly,
+// the objects a checkpoint refers to (key and size); the checkpoint layer
+// records them instead of uploading them. Restoring is [OpenCheckpoint]
+// on the downloaded local part with the same RemoteOptions.Store and
+// Prefix: the database opens without reading a table and serves reads at
+// once, fetching blocks on demand.
+//
+// Objects live at <Prefix>/<owner>/<locator>/<Pebble's object name>. The
+// locator is RemoteOptions.Generation plus a random 64-bit suffix drawn
+// at every open, and Pebble records it with each object in the catalog.
+// Two databases that continue from one checkpoint (a fenced writer and
+// its successor, or two restores) continue with the same file numbers
+// and creator id, so Pebble's object names alone would collide; their
+// locators do not, so neither can replace an object the other, or any
+// checkpoint, refers to. A database writes only under its own locator
+// (it refuses to create an object anywhere else) and reads older
+// locators' objects where the catalog says they are.
+//
+// The checkpoint layer, not Pebble, owns the objects:
+//
+//   - Pebble deletes an obsolete object itself only if this open created
+//     it; Pebble protects every object of a checkpoint taken by the same
+//     open, so such an object is in no checkpoint. Objects of earlier
+//     locators are never deleted here, even when the database drops them.
+//   - Pebble's per-table reference markers (which let databases that
+//     share an object know when the last one lets go) are virtual: none
+//     is written, listed or deleted, which saves a PUT per new table and
+//     a LIST and a DELETE per obsolete one. No two databases share an
+//     object here.
+//   - GC may delete an object only when no retained checkpoint, pinned
+//     restore or savepoint refers to it, it is not under the prefix of a
+//     writer that may still be live ([Store.RemotePrefixes]; inside the
+//     writer, [Store.LiveRemoteObjects] says what its databases use), and
+//     it is older than the grace period (an object is uploaded before
+//     Pebble records it in the MANIFEST).
+//
+// A missing, truncated or corrupt object fails the read that needs it
+// with an error wrapping [ErrRemoteObject] and naming the object's key
+// (corruption is caught by Pebble's block checksums); it never yields
+// wrong data, and the database stays usable for reads that do not need
+// the object.
+//
+// Cold point reads cost one ranged read each; [Store.Hydrate], run in the
+// background after a restore, reads the whole state sequentially into the
+// secondary cache (RemoteOptions.CacheSize per owner, preallocated on
+// local disk). Table statistics are not collected in remote mode:
+// collecting them reads every table soon after open, and Pebble's size
+// check there ends the process on a truncated object.
+//
 // # Errors
 //
-// Errors wrap [ErrInvalidOwner], [ErrClosed] and [ErrUnsupportedFile]
-// with %w; an existing destination wraps fs.ErrExist.
+// Errors wrap [ErrInvalidOwner], [ErrClosed], [ErrUnsupportedFile] and
+// [ErrRemoteObject] with %w; an existing destination wraps fs.ErrExist.
 package state

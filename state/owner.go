@@ -13,9 +13,10 @@ import (
 // one Pebble database. Its methods are safe for concurrent use; after the
 // Store is closed they fail with ErrClosed.
 type Owner struct {
-	s  *Store
-	id string
-	db *pebble.DB
+	s      *Store
+	id     string
+	db     *pebble.DB
+	remote *ownerRemote // nil in local mode
 }
 
 // KV is one key/value pair yielded by Owner.Scan. Both slices are copies
@@ -167,6 +168,9 @@ func (o *Owner) Flush() error {
 }
 
 func (o *Owner) errorf(op string, key []byte, err error) error {
+	if o.remote != nil {
+		err = o.remote.explain(err)
+	}
 	if key == nil {
 		return fmt.Errorf("state: owner %q: %s: %w", o.id, op, err)
 	}

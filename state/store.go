@@ -68,6 +68,10 @@ type Options struct {
 	NoFlushOnCheckpoint bool
 	// Logger receives Pebble's log messages. Nil discards them.
 	Logger *slog.Logger
+	// Remote puts the Store in remote mode: SSTs are created in an object
+	// store instead of on local disk (see "Remote mode" in the package
+	// doc). The zero value is local mode.
+	Remote RemoteOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -117,6 +121,9 @@ type Store struct {
 // dir must be used by the Store alone.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
+	if err := opts.Remote.validate(); err != nil {
+		return nil, fmt.Errorf("state: open %q: %w", dir, err)
+	}
 	if err := fsync.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state: open %q: %w", dir, err)
 	}
@@ -172,16 +179,16 @@ func (s *Store) Owner(id string) (*Owner, error) {
 	// A new owner directory must survive a crash together with the files
 	// Pebble fsyncs inside it: Pebble syncs its own directory, not ours.
 	_, statErr := os.Stat(path)
-	db, err := pebble.Open(path, s.pebbleOptions())
+	db, rem, err := s.openDB(path, id)
 	if err != nil {
 		return nil, fmt.Errorf("state: owner %q: open: %w", id, err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {
 		if err := fsync.Dir(s.dir); err != nil {
-			return nil, errors.Join(fmt.Errorf("state: owner %q: %w", id, err), db.Close())
+			return nil, errors.Join(fmt.Errorf("state: owner %q: %w", id, err), closeDB(db, rem))
 		}
 	}
-	o := &Owner{s: s, id: id, db: db}
+	o := &Owner{s: s, id: id, db: db, remote: rem}
 	s.owners[id] = o
 	return o, nil
 }
@@ -214,7 +221,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	var errs []error
 	for _, id := range slices.Sorted(maps.Keys(s.owners)) {
-		if err := s.owners[id].db.Close(); err != nil {
+		if err := closeDB(s.owners[id].db, s.owners[id].remote); err != nil {
 			errs = append(errs, fmt.Errorf("state: close owner %q: %w", id, err))
 		}
 	}
