@@ -70,7 +70,7 @@ func (s *Store) Checkpoint(ctx context.Context, dir string) (map[string]string, 
 			// Move the memtable into an SST so the delta since the last
 			// checkpoint is in immutable, shareable files rather than in
 			// the private WAL copy.
-			if err := o.db.Flush(); err != nil {
+			if err := s.flush(ctx, o); err != nil {
 				return fail(fmt.Errorf("state: checkpoint %q: owner %q: flush: %w", dir, o.id, err))
 			}
 		}

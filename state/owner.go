@@ -54,11 +54,12 @@ func (o *Owner) Get(key []byte) ([]byte, bool, error) {
 }
 
 // Set sets key to value. Pebble copies both; the caller may reuse them.
-func (o *Owner) Set(key, value []byte) error {
+func (o *Owner) Set(key, value []byte) (err error) {
 	if err := o.s.acquire(); err != nil {
 		return o.errorf("set", key, err)
 	}
 	defer o.s.release()
+	defer o.recoverWrite("set", &err)
 	if err := o.db.Set(key, value, o.s.writeOptions()); err != nil {
 		return o.errorf("set", key, err)
 	}
@@ -66,11 +67,12 @@ func (o *Owner) Set(key, value []byte) error {
 }
 
 // Delete removes key. Deleting a missing key is not an error.
-func (o *Owner) Delete(key []byte) error {
+func (o *Owner) Delete(key []byte) (err error) {
 	if err := o.s.acquire(); err != nil {
 		return o.errorf("delete", key, err)
 	}
 	defer o.s.release()
+	defer o.recoverWrite("delete", &err)
 	if err := o.db.Delete(key, o.s.writeOptions()); err != nil {
 		return o.errorf("delete", key, err)
 	}
@@ -96,11 +98,12 @@ func (b *Batch) Len() int { return int(b.b.Count()) }
 // Apply runs fn with a new Batch and, if fn returns nil, commits the
 // batch atomically: all its writes become visible together or none do.
 // If fn returns an error nothing is written and Apply returns it.
-func (o *Owner) Apply(fn func(b *Batch) error) error {
+func (o *Owner) Apply(fn func(b *Batch) error) (err error) {
 	if err := o.s.acquire(); err != nil {
 		return o.errorf("apply", nil, err)
 	}
 	defer o.s.release()
+	defer o.recoverWrite("apply", &err)
 	pb := o.db.NewBatch()
 	defer pb.Close()
 	b := &Batch{b: pb}

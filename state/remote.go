@@ -484,6 +484,7 @@ func (s *Store) openDB(path, id string) (*pebble.DB, *ownerRemote, error) {
 	}
 	r.configure(o, s.opts.Remote)
 	o.EventListener = corruptionListener(s.opts.Logger)
+	o.EventListener.BackgroundError = s.onBackgroundError
 	db, err := pebble.Open(path, o)
 	if err != nil {
 		return nil, nil, errors.Join(err, r.close())

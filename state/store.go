@@ -109,6 +109,8 @@ type Store struct {
 	// Scan loop cannot deadlock against Close; it fails with ErrClosed.
 	life     sync.RWMutex
 	closed   bool
+	broken   error         // set by a failed write (see ErrBroken)
+	brokenCh chan struct{} // closed when broken is set
 	inflight sync.WaitGroup
 
 	mu     sync.Mutex // guards owners and serializes opening them
@@ -147,6 +149,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		cache:     pebble.NewCache(opts.CacheSize),
 		fileCache: pebble.NewFileCache(2*runtime.GOMAXPROCS(0), pebble.FileCacheSize(opts.MaxOpenFiles)),
 		owners:    make(map[string]*Owner),
+		brokenCh:  make(chan struct{}),
 	}
 	for _, id := range ids {
 		if _, err := s.Owner(id); err != nil {
@@ -214,8 +217,15 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	broken := s.broken
 	s.life.Unlock()
 	s.inflight.Wait()
+	if broken != nil {
+		// Pebble holds its commit lock since the failed write: closing
+		// the databases would block forever. The process is about to
+		// stop; the next run reopens the state from a checkpoint.
+		return broken
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -238,6 +248,9 @@ func (s *Store) acquire() error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.broken != nil {
+		return s.broken
+	}
 	s.inflight.Add(1)
 	return nil
 }
@@ -256,7 +269,9 @@ func (s *Store) pebbleOptions() *pebble.Options {
 		FormatMajorVersion:          formatVersion,
 		CompactionConcurrencyRange:  func() (int, int) { return conc, conc },
 		Logger:                      slogLogger{s.opts.Logger},
+		EventListener:               &pebble.EventListener{BackgroundError: s.onBackgroundError},
 	}
+	o.EventListener.EnsureDefaults(slogLogger{s.opts.Logger})
 	return o
 }
 
