@@ -92,7 +92,7 @@
 // bounded by Options.AttemptTimeout (default 10 s), and a body that moves
 // no byte in either direction by Options.IdleTimeout (default 30 s); a
 // slow transfer that keeps moving is never cut. One request with all its
-// attempts and backoff is bounded by Options.OperationTimeout (default 2
+// attempts and backoff is bounded by Options.OperationTimeout (default 1
 // min, plus one second per MiB of request body, so a part upload has time
 // to be sent). A request that runs out of time fails with an error that
 // wraps [ErrTimeout] and says which bound it hit; if the endpoint refused
