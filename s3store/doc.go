@@ -36,11 +36,12 @@
 //
 // # Upload records and reserved names
 //
-// Every multipart upload a Store starts is recorded, right after
-// CreateMultipartUpload and before any part, in a small object at
-// <prefix>/.tidemark-uploads/<hash>, which holds the key, the upload id
-// and the start time and is deleted once the upload is completed or
-// aborted. A record that outlives its upload (the process died, or the
+// Every multipart upload a Store starts is recorded in a small object at
+// <prefix>/.tidemark-uploads/<hash>, written before CreateMultipartUpload
+// (so that even an upload whose Create answer was lost is found, under
+// its key) and again with the upload id before any part is sent; it
+// holds the key, the upload id and the start time and is deleted once
+// the upload is completed or aborted. A record that outlives its upload (the process died, or the
 // server was down when the upload failed) lets
 // [Store.AbortIncompleteUploads] of any later Store on the same bucket
 // and prefix abort the upload by key and id, without relying on
@@ -48,8 +49,9 @@
 // an upload's exact key). The records live inside the prefix, so a
 // policy granting a job its prefix covers them; ".tidemark-uploads" is a
 // segment no key may have on any store (blobstore.ReservedUploadsSegment)
-// and List never yields a record. A record costs one small PUT and one
-// DELETE per multipart upload. The probe uses keys under
+// and List never yields a record. A record costs two small PUTs and one
+// DELETE per multipart upload (objects over PartSize); single-part writes
+// have none. The probe uses keys under
 // _tidemark_probe/ and deletes them.
 //
 // # Parallel downloads and cleanup
@@ -90,7 +92,7 @@
 // bounded by Options.AttemptTimeout (default 10 s), and a body that moves
 // no byte in either direction by Options.IdleTimeout (default 30 s); a
 // slow transfer that keeps moving is never cut. One request with all its
-// attempts and backoff is bounded by Options.OperationTimeout (default 2
+// attempts and backoff is bounded by Options.OperationTimeout (default 1
 // min, plus one second per MiB of request body, so a part upload has time
 // to be sent). A request that runs out of time fails with an error that
 // wraps [ErrTimeout] and says which bound it hit; if the endpoint refused

@@ -114,7 +114,7 @@ type Options struct {
 	IdleTimeout time.Duration
 	// OperationTimeout bounds one request with all its attempts and the
 	// backoff between them, until its response headers arrive, plus one
-	// second per MiB of request body; DefaultOperationTimeout (2 min) if
+	// second per MiB of request body; DefaultOperationTimeout (1 min) if
 	// zero, none if negative. It is per request (one UploadPart, one
 	// HEAD), not per Put of a large object.
 	OperationTimeout time.Duration

@@ -37,8 +37,11 @@ const (
 	DefaultAttemptTimeout = 10 * time.Second
 	// DefaultIdleTimeout is Options.IdleTimeout when zero.
 	DefaultIdleTimeout = 30 * time.Second
-	// DefaultOperationTimeout is Options.OperationTimeout when zero.
-	DefaultOperationTimeout = 2 * time.Minute
+	// DefaultOperationTimeout is Options.OperationTimeout when zero: a
+	// silent endpoint fails a request after a minute (six attempts of
+	// DefaultAttemptTimeout with their backoff), a refused one after the
+	// attempts run out (about 8 s).
+	DefaultOperationTimeout = time.Minute
 	// DefaultMaxBackoff is Options.MaxBackoff when zero: the longest wait
 	// between two attempts (the backoff doubles from 50 ms, or from 1 s
 	// after throttling, with full jitter).
