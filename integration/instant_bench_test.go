@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -23,7 +24,7 @@ import (
 // BenchmarkInstantRestore compares restoring real Pebble state on an
 // empty node from MinIO in three modes:
 //
-//   - local: today's restore (checkpoint.BlobStorage downloads every
+//   - local: today's restore (blobstorage.Storage downloads every
 //     file, then the state opens);
 //   - remote-all: state in remote mode with every SST in the store; the
 //     restore downloads the local part (MANIFEST, OPTIONS, WAL, catalog)
@@ -123,7 +124,7 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	}
 
 	// Build the state and save a full checkpoint.
-	w := checkpoint.NewBlobStorage(ckpt, b.TempDir(), checkpoint.BlobOptions{})
+	w := blobstorage.New(ckpt, b.TempDir(), blobstorage.Options{})
 	if _, err := w.Acquire(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	reads := 0
 	for i := range b.N * restores {
 		root := b.TempDir()
-		node := checkpoint.NewBlobStorage(ckpt, filepath.Join(root, "node"), checkpoint.BlobOptions{})
+		node := blobstorage.New(ckpt, filepath.Join(root, "node"), blobstorage.Options{})
 		work := filepath.Join(root, "work")
 		d0, p0 := ckptCounts.snapshot(), pebbleStore.snapshot()
 		t0 := time.Now()

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage/remote"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -27,7 +28,7 @@ import (
 // These tests run instant restore on a real MinIO: remotestore's
 // remote.Storage on s3store (Pebble's expectations of the interface, a
 // multipart upload streamed through CreateObject, ranged reads), and
-// state in remote mode checkpointed through checkpoint.BlobStorage
+// state in remote mode checkpointed through blobstorage.Storage
 // (which uploads only the local part), restored on an empty node,
 // read at once, and failing loudly when an object is missing or corrupt.
 
@@ -209,7 +210,7 @@ func instantCheckpoint(t *testing.T, bs blobstore.Blobstore, levels state.Remote
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := checkpoint.NewBlobStorage(ckpt, t.TempDir(), checkpoint.BlobOptions{})
+	w := blobstorage.New(ckpt, t.TempDir(), blobstorage.Options{})
 	if _, err := w.Acquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
