@@ -195,3 +195,16 @@ func (s *Storage) advanceLocked(ctx context.Context, name, id string) error {
 		return nil
 	}
 }
+
+// CheckWriter fails, wrapping ErrNotWriter or checkpoint.ErrFenced, unless
+// this Storage holds the writer role now. checkpoint.ExtractCheckpoint
+// calls it before writing anything, so that a restore into a Storage that
+// could not save the record leaves nothing behind.
+func (s *Storage) CheckWriter(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkWriterLocked(ctx); err != nil {
+		return fmt.Errorf("blobstorage: %w", err)
+	}
+	return nil
+}

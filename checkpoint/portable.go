@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,16 +114,12 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // A staging directory left by a crash is named like an orphan state
 // directory, so FileStorage.SweepOrphans removes it.
 func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, error) {
-	// StateDir of any id names a sibling of every state directory: stage
-	// there so that moving into place is a rename on one filesystem.
-	parent := filepath.Dir(dst.StateDir(NewID(0)))
-	staging := filepath.Join(parent, "extract-"+randomHex()+stateExt)
-	defer os.RemoveAll(staging)
-
-	m, err := archive.ExtractDir(ctx, r, staging, archive.Limits{})
+	ar, err := archive.NewReader(ctx, r, archive.Limits{})
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract: %w", err)
 	}
+	defer ar.Close()
+	m := ar.Manifest()
 	cp, err := DecodeRecord(m.Record)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract: %w: %w", archive.ErrCorrupt, err)
@@ -131,16 +128,19 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 	if !cp.Completed() {
 		return "", fmt.Errorf("checkpoint: extract %q: %w: status %q is not completed", id, archive.ErrCorrupt, cp.Status)
 	}
-	if err := ValidateStateDirs(cp.StateDirs); err != nil {
-		return "", fmt.Errorf("checkpoint: extract %q: %w: %w", id, archive.ErrCorrupt, err)
-	}
 	for _, f := range m.Files {
 		owner, _, _ := strings.Cut(strings.TrimPrefix(f.Path, archive.StatePrefix), "/")
 		if _, ok := cp.StateDirs[owner]; !ok {
 			return "", fmt.Errorf("checkpoint: extract %q: %w: file %q belongs to no owner of the record", id, archive.ErrCorrupt, f.Path)
 		}
 	}
-
+	// Every check that can refuse comes before anything is written: the
+	// target must be able to take the record.
+	if w, ok := dst.(writerChecker); ok {
+		if err := w.CheckWriter(ctx); err != nil {
+			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
+		}
+	}
 	latest, err := dst.Load(ctx)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
@@ -158,44 +158,92 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 		source[RestoredFromKey] = []byte(id)
 		cp.Source, cp.ID, id = source, next, next
 	}
-
-	stateDir := dst.StateDir(id)
-	// Anything already there belongs to no record (dst has nothing this
-	// new): it is an orphan of a crashed checkpoint or extraction.
-	if err := os.RemoveAll(stateDir); err != nil {
-		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
-	}
-	// Created even with no owner: a checkpoint without state has a state
-	// directory too, as Save leaves it.
-	if err := os.Mkdir(stateDir, 0o755); err != nil {
-		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
-	}
-	for _, owner := range slices.Sorted(maps.Keys(cp.StateDirs)) {
-		to := filepath.Join(stateDir, filepath.FromSlash(cp.StateDirs[owner]))
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
-		}
-		from := filepath.Join(staging, filepath.FromSlash(archive.StatePrefix+owner))
-		err := os.Rename(from, to)
-		if errors.Is(err, fs.ErrNotExist) {
-			err = os.Mkdir(to, 0o755) // an owner whose state dir was empty
-		}
-		if err != nil {
-			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
-		}
-	}
-	// The state must be durable before the record that names it.
-	if err := fsync.Tree(stateDir); err != nil {
-		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
-	}
-	if err := fsync.Dir(parent); err != nil {
+	if err := extractState(ctx, ar, dst.StateDir(id), cp); err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
 	cp.Status = StatusCompleted
 	if err := dst.Save(ctx, cp); err != nil {
+		// Leave nothing: the state directory belongs to no record.
+		_ = os.RemoveAll(dst.StateDir(id))
 		return "", fmt.Errorf("checkpoint: extract: %w", err)
 	}
 	return id, nil
+}
+
+// writerChecker is implemented by a Storage with a writer role
+// (blobstorage.Storage): CheckWriter fails unless it may save now.
+type writerChecker interface {
+	CheckWriter(ctx context.Context) error
+}
+
+// extractState extracts the files of ar into stateDir laid out as cp's
+// state directories, all or nothing: the archive is verified into a
+// staging directory beside stateDir (archive.Reader.Extract, relative to
+// a handle on the parent, so no symlink swapped in can redirect a byte),
+// the owners' directories are arranged inside a second staging directory
+// through the same handle, and only that is renamed into place, replacing
+// any orphan left at stateDir (no record names it: dst holds nothing this
+// new). Both staging names start with '.' and contain ".tmp-", so
+// SweepOrphans removes what a crash leaves. A refusal leaves the parent
+// as it was, except for creating it when it did not exist.
+func extractState(ctx context.Context, ar *archive.Reader, stateDir string, cp *CheckpointData) (err error) {
+	parent, name := filepath.Split(stateDir)
+	created := false
+	if _, err := os.Lstat(parent); errors.Is(err, fs.ErrNotExist) {
+		created = true
+	}
+	if err := fsync.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && created {
+			_ = os.Remove(parent)
+		}
+	}()
+	root, err := os.OpenRoot(parent)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	verified := "." + name + tempMarker + "verified-" + randomHex()
+	if err := ar.Extract(ctx, root, verified); err != nil {
+		return err
+	}
+	defer root.RemoveAll(verified)
+	laid := "." + name + tempMarker + "laid-" + randomHex()
+	if err := root.Mkdir(laid, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = root.RemoveAll(laid)
+		}
+	}()
+	for _, owner := range slices.Sorted(maps.Keys(cp.StateDirs)) {
+		to := path.Join(laid, cp.StateDirs[owner])
+		if err := root.MkdirAll(path.Dir(to), 0o755); err != nil {
+			return err
+		}
+		err := root.Rename(path.Join(verified, archive.StatePrefix+owner), to)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = root.Mkdir(to, 0o755) // an owner whose state dir was empty
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// The renames and new directories must be durable before the rename
+	// that publishes them, and that before the record that names them.
+	if err := fsync.Tree(filepath.Join(parent, laid)); err != nil {
+		return err
+	}
+	if err := root.RemoveAll(name); err != nil {
+		return err
+	}
+	if err := root.Rename(laid, name); err != nil {
+		return err
+	}
+	return fsync.Dir(parent)
 }
 
 func randomHex() string {

@@ -40,7 +40,7 @@ const marker = "HELLO-STATE-CONTENT"
 // sourceStorage builds a FileStorage holding completed ckpt 1 and 2 and a
 // prepared ckpt 3; ckpt 2 has two owners' state dirs with nested and
 // larger files.
-func sourceStorage(t *testing.T) *FileStorage {
+func sourceStorage(t testing.TB) *FileStorage {
 	t.Helper()
 	s := NewFileStorage(t.TempDir())
 	mustSave(t, s, record(NewID(1), StatusCompleted))
@@ -77,7 +77,7 @@ func sourceStorage(t *testing.T) *FileStorage {
 
 // treeFiles maps every regular file under root (relative, slash) to its
 // content, and every directory to nil with a trailing slash.
-func treeFiles(t *testing.T, root string) map[string]string {
+func treeFiles(t testing.TB, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

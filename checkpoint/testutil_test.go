@@ -20,7 +20,7 @@ func record(id string, status Status) *CheckpointData {
 	}
 }
 
-func mustSave(t *testing.T, s Storage, d *CheckpointData) {
+func mustSave(t testing.TB, s Storage, d *CheckpointData) {
 	t.Helper()
 	if err := s.Save(t.Context(), d); err != nil {
 		t.Fatalf("Save(%s): %v", d.ID, err)
