@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
 )
 
 // archived returns the archive of checkpoint id of s.
@@ -134,4 +135,26 @@ func FuzzExtractCheckpoint(f *testing.F) {
 			t.Fatalf("extracted %s, latest completed %+v, %v", id, lc, err)
 		}
 	})
+}
+
+// CopySavepoint copies exactly the archive: bytes after its end (a zstd
+// skippable frame, garbage) fail the copy, and nothing appears in the
+// destination.
+func TestCopySavepointRefusesBytesAfterTheArchive(t *testing.T) {
+	good := archived(t, sourceStorage(t), NewID(2))
+	skippable := []byte{0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 'e', 'v', 'i', 'l'}
+	for name, tail := range map[string][]byte{"garbage": []byte("trailing garbage"), "a zstd skippable frame": skippable} {
+		t.Run(name, func(t *testing.T) {
+			src, dst := memstore.New(), memstore.New()
+			if err := src.Put(t.Context(), SavepointKey("sp"), bytes.NewReader(append(bytes.Clone(good), tail...))); err != nil {
+				t.Fatal(err)
+			}
+			if err := CopySavepoint(t.Context(), src, dst, "sp"); !errors.Is(err, archive.ErrCorrupt) {
+				t.Fatalf("copy: %v, want ErrCorrupt", err)
+			}
+			if ok, _ := dst.Exists(t.Context(), SavepointKey("sp")); ok {
+				t.Fatal("the refused copy is visible in the destination")
+			}
+		})
+	}
 }
