@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/pebblefile"
@@ -309,10 +310,11 @@ func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) 
 	}
 	rec, err := decodeRecord(b)
 	if err != nil {
-		return nil, "", err
+		// A record a writer wrote is decodable: this one is damaged.
+		return nil, "", fmt.Errorf("%w: %w", archive.ErrCorrupt, err)
 	}
 	if rec.ID != id {
-		return nil, "", fmt.Errorf("the record names id %q", rec.ID)
+		return nil, "", fmt.Errorf("%w: the record names id %q", archive.ErrCorrupt, rec.ID)
 	}
 	return rec, etag, nil
 }

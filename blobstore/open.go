@@ -2,6 +2,7 @@ package blobstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -46,24 +47,32 @@ func Schemes() []string {
 	return s
 }
 
+// ErrInvalidURL is wrapped by Open's error for a URL that cannot name a
+// store; store packages wrap it in their URL parsing errors too.
+var ErrInvalidURL = errors.New("blobstore: invalid store URL")
+
 // Open opens the Blobstore that rawURL names, with the Opener registered
 // for its scheme. A URL without a scheme is an error: the caller says
 // which store it means. Import the implementation for its side effect to
 // register it (see the package documentation).
+//
+// A URL that cannot name a store (no or an unknown scheme, a parameter
+// the store does not take or a malformed value) is an error wrapping
+// ErrInvalidURL, returned before any I/O.
 func Open(ctx context.Context, rawURL string) (Blobstore, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("blobstore: open %q: %w", rawURL, err)
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidURL, rawURL, err)
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("blobstore: open %q: no scheme (want one of %s)", rawURL, strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("%w %q: no scheme (want one of %s)", ErrInvalidURL, rawURL, strings.Join(Schemes(), ", "))
 	}
 	registryMu.RLock()
 	opener, ok := registry[strings.ToLower(u.Scheme)]
 	registryMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("blobstore: open %q: unknown scheme %q (registered: %s; forgot to import the store package?)",
-			rawURL, u.Scheme, strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("%w %q: unknown scheme %q (registered: %s; forgot to import the store package?)",
+			ErrInvalidURL, rawURL, u.Scheme, strings.Join(Schemes(), ", "))
 	}
 	return opener(ctx, u)
 }

@@ -21,11 +21,11 @@ func init() {
 func OpenURL(_ context.Context, u *url.URL) (blobstore.Blobstore, error) {
 	dir, err := urlDir(u)
 	if err != nil {
-		return nil, fmt.Errorf("filestore: open %q: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("%w %q: %w", blobstore.ErrInvalidURL, u.Redacted(), err)
 	}
 	opts, err := urlOptions(u)
 	if err != nil {
-		return nil, fmt.Errorf("filestore: open %q: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("%w %q: %w", blobstore.ErrInvalidURL, u.Redacted(), err)
 	}
 	return NewWithOptions(dir, opts)
 }

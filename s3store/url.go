@@ -31,7 +31,7 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 	var o Options
 	fail := func(format string, args ...any) (Options, error) {
 		// u.Redacted hides a password, should someone have put one in.
-		return Options{}, fmt.Errorf("s3store: url %s: "+format, append([]any{u.Redacted()}, args...)...)
+		return Options{}, fmt.Errorf("%w %s: %w", blobstore.ErrInvalidURL, u.Redacted(), fmt.Errorf(format, args...))
 	}
 	if u.Scheme != Scheme {
 		return fail("scheme %q, want %q", u.Scheme, Scheme)

@@ -37,6 +37,7 @@ import (
 	"syscall"
 
 	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
 	_ "github.com/tidemark-io/tidemark/blobstore/memstore" // mem://
 	"github.com/tidemark-io/tidemark/demo"
 	_ "github.com/tidemark-io/tidemark/filestore" // file://
@@ -54,7 +55,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], env{
 		stdout:   os.Stdout,
 		stderr:   os.Stderr,
@@ -64,6 +65,29 @@ func main() {
 	})
 	stop()
 	os.Exit(code)
+}
+
+// signalError is the cause of a command's context when a signal stops
+// it: the exit code is then 128 + the signal's number (130 for Ctrl-C,
+// 143 for SIGTERM), as shells report.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// signalContext returns a context cancelled, with a signalError cause, by
+// the first of sigs; stop releases the signals.
+func signalContext(sigs ...os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalError{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
 }
 
 // env is what a run of the command sees of the world; tests supply their
@@ -127,7 +151,15 @@ func exitCode(ctx context.Context, err error) int {
 	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
 		return exitVerify
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		var se signalError
+		if errors.As(context.Cause(ctx), &se) {
+			if n, ok := se.sig.(syscall.Signal); ok {
+				return 128 + int(n)
+			}
+		}
 		return exitInterrupted
+	case errors.Is(err, blobstore.ErrInvalidURL):
+		return exitUsage
 	case errors.Is(err, demo.ErrCrashed):
 		return exitCrashed
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
@@ -123,5 +126,44 @@ func TestHelpShowsExamples(t *testing.T) {
 		if !strings.Contains(out, "Examples:") {
 			t.Errorf("tidemark %v has no examples:\n%s", args, out)
 		}
+	}
+}
+
+// Exit codes follow the conventions scripts rely on: a malformed store URL
+// is a usage error (2), a corrupt record a verification failure (3), and a
+// signal 128 + its number (130 for Ctrl-C, 143 for SIGTERM).
+func TestExitCodes(t *testing.T) {
+	for _, u := range []string{"nosuchscheme://x", "file:///tmp/x?bogus=1", "s3://bucket/p?part_size=lots", "::"} {
+		if _, errOut, code := tm(t, u, "ls"); code != exitUsage {
+			t.Errorf("ls --store %s: exit %d, want %d\n%s", u, code, exitUsage, errOut)
+		}
+	}
+	store := ranDemo(t)
+	var show struct {
+		Checkpoint struct {
+			ID string `json:"id"`
+		} `json:"checkpoint"`
+	}
+	mustJSON(t, store, &show, "show", "latest-completed", "--output", "json")
+	if err := openURL(t, store).Put(t.Context(), "checkpoints/"+show.Checkpoint.ID+"/checkpoint.json", strings.NewReader("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := tm(t, store, "show", "latest-completed"); code != exitVerify {
+		t.Errorf("show of a corrupt record: exit %d, want %d\n%s", code, exitVerify, errOut)
+	}
+	for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(signalError{sig})
+		if got := exitCode(ctx, fmt.Errorf("stopped: %w", context.Canceled)); got != want {
+			t.Errorf("%v: exit %d, want %d", sig, got, want)
+		}
+	}
+}
+
+// A mistyped command gets cobra's "did you mean" suggestion.
+func TestMistypedCommandsGetSuggestions(t *testing.T) {
+	_, errOut, code := tm(t, "", "verfy")
+	if code != exitUsage || !strings.Contains(errOut, "Did you mean this?") || !strings.Contains(errOut, "verify") {
+		t.Fatalf("tidemark verfy: exit %d\n%s", code, errOut)
 	}
 }

@@ -4,21 +4,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"golang.org/x/term"
 )
 
-// isTerminal reports whether f is a character device (a terminal). It
-// avoids a dependency on golang.org/x/term, which is not in go.sum; a
-// character device that is not a terminal (/dev/null) only makes progress
-// lines go where nobody reads them.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // humanBytes formats n as "12.3 MiB".
 func humanBytes(n int64) string {
@@ -47,50 +42,37 @@ func humanAge(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// progress draws a one-line progress bar on a terminal for a long
-// transfer. A nil *progress draws nothing (app.newProgress returns nil when
-// no bar is wanted).
+// progress draws a progress bar for a long transfer (schollz/progressbar:
+// rate, ETA and the terminal's width). A nil *progress draws nothing
+// (app.newProgress returns nil when no bar is wanted).
 type progress struct {
-	w     io.Writer
-	label string
-	total int64 // 0: unknown
+	bar *progressbar.ProgressBar
+}
 
-	mu    sync.Mutex
-	n     int64
-	last  time.Time
-	drawn bool
+func newBar(w io.Writer, label string, total int64) *progress {
+	max := total
+	if max <= 0 {
+		max = -1 // unknown: a spinner with the bytes and the rate
+	}
+	return &progress{bar: progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		progressbar.OptionSetTheme(progressbar.Theme{Saucer: "=", SaucerHead: ">", SaucerPadding: " ", BarStart: "[", BarEnd: "]"}),
+	)}
 }
 
 func (p *progress) add(n int) {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n += int64(n)
-	if time.Since(p.last) < 200*time.Millisecond {
-		return
-	}
-	p.last = time.Now()
-	p.drawLocked()
-}
-
-func (p *progress) drawLocked() {
-	p.drawn = true
-	if p.total <= 0 {
-		fmt.Fprintf(p.w, "\r%s: %s   ", p.label, humanBytes(p.n))
-		return
-	}
-	const width = 30
-	frac := min(float64(p.n)/float64(p.total), 1)
-	bar := make([]byte, width)
-	for i := range bar {
-		bar[i] = ' '
-		if float64(i) < frac*width {
-			bar[i] = '='
-		}
-	}
-	fmt.Fprintf(p.w, "\r%s [%s] %3.0f%% %s / %s   ", p.label, bar, frac*100, humanBytes(p.n), humanBytes(p.total))
+	_ = p.bar.Add(n)
 }
 
 // done draws the final state and ends the line.
@@ -98,12 +80,7 @@ func (p *progress) done() {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn || p.n > 0 {
-		p.drawLocked()
-		fmt.Fprintln(p.w)
-	}
+	_ = p.bar.Finish()
 }
 
 // Transferred adds the bytes the caller reads from the store (Get and

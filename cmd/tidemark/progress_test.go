@@ -25,6 +25,7 @@ func TestProgressIsDrawnOnATerminalUnlessTheOutputIsJSON(t *testing.T) {
 	}{
 		{"text output", nil, true},
 		{"json output", []string{"--output", "json"}, false},
+		{"never", []string{"--progress", "never"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -36,10 +37,24 @@ func TestProgressIsDrawnOnATerminalUnlessTheOutputIsJSON(t *testing.T) {
 				getenv:   func(string) string { return "" },
 				terminal: true,
 			})
-			bar := strings.Contains(errb.String(), "copy v1 [")
+			bar := strings.Contains(errb.String(), "copy v1") && strings.Contains(errb.String(), "100%")
 			if code != 0 || bar != c.wantBar {
 				t.Fatalf("cp on a terminal with %v: exit %d, progress bar %v, want %v\nstderr: %q", c.extra, code, bar, c.wantBar, errb.String())
 			}
 		})
+	}
+}
+
+// --progress always draws the bar off a terminal too (for logs that want
+// it); an unknown value is a usage error.
+func TestProgressAlwaysAndUsage(t *testing.T) {
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
+	_, errOut, code := tm(t, "", "savepoint", "cp", "v1", src, fileURL(t.TempDir()), "--progress", "always")
+	if code != 0 || !strings.Contains(errOut, "copy v1") || !strings.Contains(errOut, "100%") {
+		t.Fatalf("--progress always off a terminal: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code := tm(t, src, "ls", "--progress", "sometimes"); code != exitUsage {
+		t.Fatalf("--progress sometimes: exit %d, want %d", code, exitUsage)
 	}
 }

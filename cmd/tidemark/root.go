@@ -23,10 +23,11 @@ const storeEnv = "TIDEMARK_STORE"
 
 // app is the state shared by the commands of one run.
 type app struct {
-	env     env
-	store   string        // --store
-	output  string        // --output
-	timeout time.Duration // --timeout
+	env      env
+	store    string        // --store
+	output   string        // --output
+	timeout  time.Duration // --timeout
+	progress string        // --progress
 
 	// cmdCtx is the command's context under --timeout, cancelled by
 	// cancel when run returns.
@@ -67,16 +68,21 @@ conditional writes), 130 interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	root.SuggestionsMinimumDistance = 2 // "did you mean" for a mistyped command
 	root.SetOut(a.env.stdout)
 	root.SetErr(a.env.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.store, "store", "", "store URL (default $"+storeEnv+")")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	pf.StringVar(&a.progress, "progress", "auto", "progress bars on stderr: auto (on a terminal, not with --output json), always or never")
 	pf.DurationVar(&a.timeout, "timeout", 0, "give up the whole command after this long, saying it timed out (0: no limit beyond the store's own per-request deadlines)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if a.output != "text" && a.output != "json" {
 			return usagef("--output must be text or json, not %q", a.output)
+		}
+		if a.progress != "auto" && a.progress != "always" && a.progress != "never" {
+			return usagef("--progress must be auto, always or never, not %q", a.progress)
 		}
 		if a.timeout < 0 {
 			return usagef("--timeout must not be negative")
@@ -104,10 +110,13 @@ conditional writes), 130 interrupted.`,
 
 // Argument validators that report usage errors (exit 2).
 func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usagef("unknown command or argument %q for %q", args[0], cmd.CommandPath())
+	if len(args) == 0 {
+		return nil
 	}
-	return nil
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		return usagef("unknown command %q for %q\n\nDid you mean this?\n\t%s", args[0], cmd.CommandPath(), strings.Join(s, "\n\t"))
+	}
+	return usagef("unknown command or argument %q for %q", args[0], cmd.CommandPath())
 }
 
 func exactArgs(names ...string) cobra.PositionalArgs {
@@ -248,10 +257,11 @@ func writeJSON(w io.Writer, v any) {
 
 // newProgress returns a progress bar for a transfer of total bytes (0:
 // unknown) on stderr, or nil (which draws nothing) when no bar is wanted:
-// off a terminal, or when the output is for a script.
+// --progress never, or auto off a terminal or when the output is JSON.
 func (a *app) newProgress(label string, total int64) *progress {
-	if !a.env.terminal || a.output == "json" {
+	switch {
+	case a.progress == "never", a.progress == "auto" && (!a.env.terminal || a.output == "json"):
 		return nil
 	}
-	return &progress{w: a.env.stderr, label: label, total: total}
+	return newBar(a.env.stderr, label, total)
 }
