@@ -247,12 +247,12 @@ func (a *app) emit(v any, text func(w io.Writer)) {
 }
 
 func writeJSON(w io.Writer, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keys and URLs as they are: "&" stays "&"
+	if err := enc.Encode(v); err != nil {
 		fmt.Fprintf(w, "{\"error\": %q}\n", err.Error())
-		return
 	}
-	fmt.Fprintf(w, "%s\n", b)
 }
 
 // newProgress returns a progress bar for a transfer of total bytes (0:
