@@ -21,9 +21,9 @@ type processBackend struct {
 	name    string // "minio", "versitygw": for messages
 	bin     string
 	argv    []string // arguments after the binary
-	dataDir string // MinIO's data; survives stop and start
-	logPath string // stdout and stderr of every run, appended
-	addr    string // 127.0.0.1:port, fixed for the life of the server
+	dataDir string   // MinIO's data; survives stop and start
+	logPath string   // stdout and stderr of every run, appended
+	addr    string   // 127.0.0.1:port, fixed for the life of the server
 	env     []string
 
 	mu   sync.Mutex
