@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,15 +121,19 @@ func BenchmarkCheckpoint(b *testing.B) {
 		var took time.Duration
 		var c blobCounts
 		var reqs int64
+		var kinds [numKinds]int64
 		for i := range b.N {
 			op := setup(i)
-			before, req0, t0 := store.snapshot(), requests.n.Load(), time.Now()
+			before, req0, kinds0, t0 := store.snapshot(), requests.n.Load(), requests.snapshot(), time.Now()
 			b.StartTimer()
 			op()
 			b.StopTimer()
 			took += time.Since(t0)
 			c = c.add(store.snapshot().sub(before))
 			reqs += requests.n.Load() - req0
+			for k, n := range requests.snapshot() {
+				kinds[k] += n - kinds0[k]
+			}
 		}
 		n := float64(b.N)
 		b.ReportMetric(float64(c.up)/(1<<20)/n, "upload-MiB")
@@ -137,6 +142,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 		b.ReportMetric(float64(c.ops())/n, "blob-ops")
 		b.ReportMetric(took.Seconds()/n, "s")
 		b.Logf("per op: %s", c.div(b.N))
+		// The request bill of one operation, by kind; a LIST on the save
+		// or restore path would cost a round trip per 1000 keys and
+		// depend on the store's listing consistency.
+		var bill []string
+		for k, name := range kindNames {
+			if k == kindOther && kinds[k] == 0 {
+				continue
+			}
+			b.ReportMetric(float64(kinds[k])/n, name)
+			bill = append(bill, fmt.Sprintf("%s %.1f", name, float64(kinds[k])/n))
+		}
+		b.Logf("HTTP requests per op: %s", strings.Join(bill, ", "))
 	}
 
 	b.Run("Full", func(b *testing.B) {
@@ -317,15 +334,70 @@ func benchTransport() *http.Transport {
 	return t
 }
 
-// countingTransport counts the HTTP requests sent.
+// countingTransport counts the HTTP requests sent, in total and by the
+// kind of S3 request.
 type countingTransport struct {
-	base http.RoundTripper
-	n    atomic.Int64
+	base  http.RoundTripper
+	n     atomic.Int64
+	kinds [numKinds]atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	c.kinds[s3RequestKind(r)].Add(1)
 	return c.base.RoundTrip(r)
+}
+
+// The kinds of S3 request the benchmark reports, as a bill would list
+// them (see s3RequestKind): PUT (PutObject, UploadPart), POST (Create and
+// CompleteMultipartUpload), GET (GetObject, ranged or not), HEAD
+// (HeadObject), LIST (ListObjectsV2, ListMultipartUploads, ListParts) and
+// DELETE (DeleteObject, AbortMultipartUpload, DeleteObjects).
+const (
+	kindPut = iota
+	kindPost
+	kindGet
+	kindHead
+	kindList
+	kindDelete
+	kindOther
+	numKinds
+)
+
+var kindNames = [numKinds]string{"PUT", "POST", "GET", "HEAD", "LIST", "DELETE", "other"}
+
+// s3RequestKind classifies a path-style S3 request (/bucket or /bucket/key).
+func s3RequestKind(r *http.Request) int {
+	q := r.URL.Query()
+	onBucket := !strings.Contains(strings.Trim(r.URL.Path, "/"), "/")
+	switch r.Method {
+	case http.MethodPut:
+		return kindPut
+	case http.MethodPost:
+		if q.Has("delete") {
+			return kindDelete
+		}
+		return kindPost
+	case http.MethodGet:
+		if onBucket || q.Has("uploadId") || q.Has("list-type") {
+			return kindList
+		}
+		return kindGet
+	case http.MethodHead:
+		return kindHead
+	case http.MethodDelete:
+		return kindDelete
+	}
+	return kindOther
+}
+
+// snapshot returns the requests counted so far by kind.
+func (c *countingTransport) snapshot() [numKinds]int64 {
+	var s [numKinds]int64
+	for i := range s {
+		s[i] = c.kinds[i].Load()
+	}
+	return s
 }
 
 // blobCounts are the calls made through a countingStore and the bytes
@@ -433,4 +505,87 @@ func (c *countingStore) List(ctx context.Context, prefix string) iter.Seq2[blobs
 func (c *countingStore) Delete(ctx context.Context, key string) error {
 	c.del.Add(1)
 	return c.Blobstore.Delete(ctx, key)
+}
+
+// TestSaveAndRestoreSendNoListRequests: a full checkpoint, an incremental
+// one (one file changed, the rest hard-linked) and a restore on an empty
+// node send no LIST request, which would cost a round trip per 1000 keys
+// and depend on the store's listing; GC is the one caller of List. The
+// bill of each is logged.
+func TestSaveAndRestoreSendNoListRequests(t *testing.T) {
+	ctx := t.Context()
+	srv := miniotest.Shared(t)
+	requests := &countingTransport{base: benchTransport()}
+	bs, err := s3store.New(ctx, s3store.Options{
+		Bucket: srv.NewBucket(t), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: s3store.MinPartSize,
+		HTTPClient: &http.Client{Transport: requests},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := acquiredWriter(t, bs, checkpoint.BlobOptions{})
+	bill := func(what string, op func()) {
+		t.Helper()
+		before := requests.snapshot()
+		op()
+		var parts []string
+		after := requests.snapshot()
+		for k, name := range kindNames {
+			parts = append(parts, fmt.Sprintf("%s %d", name, after[k]-before[k]))
+		}
+		t.Logf("%s: %s", what, strings.Join(parts, ", "))
+		if n := after[kindList] - before[kindList]; n != 0 {
+			t.Errorf("%s sent %d LIST requests, want none", what, n)
+		}
+		if n := after[kindOther] - before[kindOther]; n != 0 {
+			t.Errorf("%s sent %d requests of no known kind", what, n)
+		}
+	}
+	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
+	dirs := writeState(t, w.StateDir(id1)) // one file of three parts
+	bill("full checkpoint", func() {
+		if err := w.Save(ctx, completedRecord(id1, dirs)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The next checkpoint hard-links the tables, as Pebble does, and
+	// rewrites the rest.
+	err = filepath.WalkDir(w.StateDir(id1), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(w.StateDir(id1), p)
+		to := filepath.Join(w.StateDir(id2), rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case strings.HasSuffix(p, ".sst"):
+			return os.Link(p, to)
+		}
+		return os.WriteFile(to, []byte("rewritten for "+id2), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bill("incremental checkpoint", func() {
+		if err := w.Save(ctx, completedRecord(id2, dirs)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	node := checkpoint.NewBlobStorage(bs, t.TempDir(), checkpoint.BlobOptions{})
+	bill("restore on an empty node", func() {
+		if err := node.Restore(ctx, id2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	sameTree(t, w.StateDir(id2), node.StateDir(id2))
+	// The control: GC lists, and the counter sees it.
+	before := requests.snapshot()[kindList]
+	if _, err := w.GC(ctx, checkpoint.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if requests.snapshot()[kindList] == before {
+		t.Fatal("GC sent no LIST request that the counter saw: the counter cannot see LISTs")
+	}
 }
