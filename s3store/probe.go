@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
+
+// probeCleanupTimeout bounds the requests that remove what Probe wrote.
+const probeCleanupTimeout = 5 * time.Second
 
 // Probe checks that the endpoint enforces conditional writes, which
 // fencing and pointer moves rely on: some S3-compatible servers accept
@@ -41,8 +45,11 @@ func (s *Store) Probe(ctx context.Context) (err error) {
 	var uploadID *string // a pending multipart upload of key
 	defer func() {
 		// Clean up even if ctx is done; a failure here only leaves a
-		// few bytes, so it does not override the probe's answer.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+		// few bytes, so it does not override the probe's answer, and is
+		// given less time than a real upload's abort: a server that
+		// holds writes (a MinIO cluster below write quorum does, for
+		// minutes) must not hold the caller of a failed probe as long.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeCleanupTimeout)
 		defer cancel()
 		if uploadID != nil {
 			if okey, kerr := s.objectKey(key); kerr == nil {
