@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/s3store"
@@ -588,4 +589,109 @@ func TestSaveAndRestoreSendNoListRequests(t *testing.T) {
 	if requests.snapshot()[kindList] == before {
 		t.Fatal("GC sent no LIST request that the counter saw: the counter cannot see LISTs")
 	}
+}
+
+// BenchmarkRestoreFiles measures Restore of a checkpoint of
+// TIDEMARK_BENCH_FILES files (default 256) of TIDEMARK_BENCH_FILE_MIB MiB
+// (default 4) from MinIO into an empty directory, as the peer benchmark's
+// restore row does, and reports where the CPU goes: this process's CPU
+// seconds (user and system) and, on a process-mode server, MinIO's. Run
+// it with a CPU profile to split the client's share:
+//
+//	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkRestoreFiles -benchtime 5x -cpuprofile restore.pprof ./integration/
+//	go tool pprof -top integration.test restore.pprof
+func BenchmarkRestoreFiles(b *testing.B) {
+	files, fileMiB := envInt(b, "TIDEMARK_BENCH_FILES", 256), envInt(b, "TIDEMARK_BENCH_FILE_MIB", 4)
+	ctx := context.Background()
+	srv := miniotest.Shared(b)
+	bs, err := s3store.New(ctx, s3store.Options{
+		Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, HTTPClient: &http.Client{Transport: benchTransport()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := checkpoint.NewBlobStorage(bs, b.TempDir(), checkpoint.BlobOptions{})
+	if _, err := w.Acquire(ctx); err != nil {
+		b.Fatal(err)
+	}
+	id := checkpoint.NewID(1)
+	dir := filepath.Join(w.StateDir(id), "op-0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.sst", i+1)), blobstoretest.Payload(uint64(i), int64(fileMiB)<<20), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Save(ctx, completedRecord(id, map[string]string{"op-0": "op-0"})); err != nil {
+		b.Fatal(err)
+	}
+	var wall time.Duration
+	var self, server cpuTimes
+	for b.Loop() {
+		b.StopTimer()
+		node := checkpoint.NewBlobStorage(bs, b.TempDir(), checkpoint.BlobOptions{})
+		self0, server0 := processCPU(b, os.Getpid()), processCPU(b, srv.PID())
+		t0 := time.Now()
+		b.StartTimer()
+		if err := node.Restore(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		wall += time.Since(t0)
+		self = self.add(processCPU(b, os.Getpid()).sub(self0))
+		server = server.add(processCPU(b, srv.PID()).sub(server0))
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	mb := float64(files*fileMiB<<20) / 1e6
+	b.ReportMetric(mb/(wall.Seconds()/n), "MB/s")
+	b.ReportMetric(self.user/n, "client-user-s")
+	b.ReportMetric(self.sys/n, "client-sys-s")
+	if srv.PID() != 0 {
+		b.ReportMetric((server.user+server.sys)/n, "minio-cpu-s")
+	}
+	b.Logf("%d × %d MiB: wall %.3fs, client CPU %.3fs user + %.3fs sys, MinIO CPU %.3fs (pid %d; 0 unless TIDEMARK_MINIO=process)",
+		files, fileMiB, wall.Seconds()/n, self.user/n, self.sys/n, (server.user+server.sys)/n, srv.PID())
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number", name, s)
+	}
+	return n
+}
+
+// cpuTimes are a process's user and system CPU seconds.
+type cpuTimes struct{ user, sys float64 }
+
+func (c cpuTimes) add(o cpuTimes) cpuTimes { return cpuTimes{c.user + o.user, c.sys + o.sys} }
+func (c cpuTimes) sub(o cpuTimes) cpuTimes { return cpuTimes{c.user - o.user, c.sys - o.sys} }
+
+// processCPU reads utime and stime of pid from /proc (Linux; zero for pid
+// 0 or elsewhere), in seconds at the usual 100 ticks per second.
+func processCPU(b *testing.B, pid int) cpuTimes {
+	if pid == 0 {
+		return cpuTimes{}
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return cpuTimes{}
+	}
+	// Fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return cpuTimes{ut / 100, st / 100}
 }
