@@ -391,16 +391,54 @@ func (b *bench) exec(ctx context.Context, bin string, env []string, stdin io.Rea
 		cmd.Stdout = &stderr
 	}
 	t0 := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return sample{}, err
+	}
+	peak := watchPeakRSS(cmd.Process.Pid)
+	err := cmd.Wait()
 	took := time.Since(t0)
+	rss := peak()
 	if err != nil {
 		return sample{}, fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, tailOf(stderr.String(), 2000))
 	}
-	s := sample{seconds: took.Seconds()}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		s.maxRSS = ru.Maxrss << 10 // KiB on Linux
+	return sample{seconds: took.Seconds(), maxRSS: rss}, nil
+}
+
+// watchPeakRSS samples the high-water mark of pid's resident set (VmHWM
+// in /proc/<pid>/status) every 5ms until the returned function is
+// called, which returns the last value seen. The rusage of a finished
+// child is no use here: Linux folds the RSS the child had before exec,
+// a share of this process's, into its ru_maxrss. VmHWM belongs to the
+// exec'd program alone and only grows, so only growth in its last few
+// milliseconds can be missed.
+func watchPeakRSS(pid int) func() int64 {
+	var peak int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		path := fmt.Sprintf("/proc/%d/status", pid)
+		for {
+			if b, err := os.ReadFile(path); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+						if kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64); err == nil {
+							peak = max(peak, kib<<10)
+						}
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak
 	}
-	return s, nil
 }
 
 func tailOf(s string, n int) string {
