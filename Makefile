@@ -8,15 +8,20 @@ export TIDEMARK_CACHE
 # The Ryuk reaper image cannot be pulled here; tests remove what they start.
 export TESTCONTAINERS_RYUK_DISABLED = true
 
-.PHONY: test deps lint unit bench
+.PHONY: test deps lint unit bench bench-peers
 
 ## test: install test dependencies, check formatting and vet, run all tests with -race
 test: deps lint
 	$(GO) test -race -count=1 -timeout 40m ./...
 
-## deps: install the pinned MinIO server into $(TIDEMARK_CACHE)/bin
+## deps: install the pinned MinIO server, versitygw (the second S3
+## implementation the tests run on) and the peers of the peer benchmark
+## (rclone, mc) into $(TIDEMARK_CACHE)/bin; each is built once from the Go
+## module proxy and reused while its version stamp matches
 deps:
 	bash scripts/install-minio.sh
+	bash scripts/install-versitygw.sh
+	bash scripts/install-peers.sh
 
 ## lint: gofmt, go vet, staticcheck (unused code and more; pinned by go.mod's
 ## tool directive) and the docker-compose file
@@ -38,3 +43,13 @@ unit:
 ## writes through fuse-overlayfs and is slower), printing figures
 bench: deps
 	TIDEMARK_MINIO=process $(GO) test -run '^$$' -bench . -benchtime=1x -timeout 60m ./s3store/ ./integration/
+
+## bench-peers: Tidemark side by side with mc and rclone on a private MinIO
+## (integration/peerbench): prints the table, writes results.csv and
+## results.png into $(PEERBENCH_OUT). PEERBENCH_FLAGS passes flags, for
+## example PEERBENCH_FLAGS="-rounds 3 -stream-size 64MiB".
+PEERBENCH_OUT   ?= $(TIDEMARK_CACHE)/peerbench
+PEERBENCH_FLAGS ?=
+bench-peers: deps
+	$(GO) build -o $(TIDEMARK_CACHE)/bin/peerbench ./integration/peerbench
+	$(TIDEMARK_CACHE)/bin/peerbench -out $(PEERBENCH_OUT) $(PEERBENCH_FLAGS)

@@ -271,7 +271,12 @@ func sameKV(t *testing.T, what string, got, want kvModel) {
 // fresh bucket per subtest, once with a fresh key prefix per subtest in a
 // bucket shared by the subtests (how jobs share a bucket).
 func TestBlobStorageOnMinIOPassesStorageSuite(t *testing.T) {
-	srv := miniotest.Shared(t)
+	blobStoragePassesStorageSuite(t, miniotest.Shared(t))
+}
+
+// blobStoragePassesStorageSuite is the body of the Storage suite tests, on
+// a server of any kind.
+func blobStoragePassesStorageSuite(t *testing.T, srv *miniotest.Server) {
 	t.Run("BucketPerSubtest", func(t *testing.T) {
 		storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
 			return acquiredWriter(t, openBucket(t, srv, srv.NewBucket(t)), blobstorage.Options{})

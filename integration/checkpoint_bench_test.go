@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/s3store"
@@ -121,15 +123,19 @@ func BenchmarkCheckpoint(b *testing.B) {
 		var took time.Duration
 		var c blobCounts
 		var reqs int64
+		var kinds [numKinds]int64
 		for i := range b.N {
 			op := setup(i)
-			before, req0, t0 := store.snapshot(), requests.n.Load(), time.Now()
+			before, req0, kinds0, t0 := store.snapshot(), requests.n.Load(), requests.snapshot(), time.Now()
 			b.StartTimer()
 			op()
 			b.StopTimer()
 			took += time.Since(t0)
 			c = c.add(store.snapshot().sub(before))
 			reqs += requests.n.Load() - req0
+			for k, n := range requests.snapshot() {
+				kinds[k] += n - kinds0[k]
+			}
 		}
 		n := float64(b.N)
 		b.ReportMetric(float64(c.up)/(1<<20)/n, "upload-MiB")
@@ -138,6 +144,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 		b.ReportMetric(float64(c.ops())/n, "blob-ops")
 		b.ReportMetric(took.Seconds()/n, "s")
 		b.Logf("per op: %s", c.div(b.N))
+		// The request bill of one operation, by kind; a LIST on the save
+		// or restore path would cost a round trip per 1000 keys and
+		// depend on the store's listing consistency.
+		var bill []string
+		for k, name := range kindNames {
+			if k == kindOther && kinds[k] == 0 {
+				continue
+			}
+			b.ReportMetric(float64(kinds[k])/n, name)
+			bill = append(bill, fmt.Sprintf("%s %.1f", name, float64(kinds[k])/n))
+		}
+		b.Logf("HTTP requests per op: %s", strings.Join(bill, ", "))
 	}
 
 	b.Run("Full", func(b *testing.B) {
@@ -318,15 +336,70 @@ func benchTransport() *http.Transport {
 	return t
 }
 
-// countingTransport counts the HTTP requests sent.
+// countingTransport counts the HTTP requests sent, in total and by the
+// kind of S3 request.
 type countingTransport struct {
-	base http.RoundTripper
-	n    atomic.Int64
+	base  http.RoundTripper
+	n     atomic.Int64
+	kinds [numKinds]atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	c.kinds[s3RequestKind(r)].Add(1)
 	return c.base.RoundTrip(r)
+}
+
+// The kinds of S3 request the benchmark reports, as a bill would list
+// them (see s3RequestKind): PUT (PutObject, UploadPart), POST (Create and
+// CompleteMultipartUpload), GET (GetObject, ranged or not), HEAD
+// (HeadObject), LIST (ListObjectsV2, ListMultipartUploads, ListParts) and
+// DELETE (DeleteObject, AbortMultipartUpload, DeleteObjects).
+const (
+	kindPut = iota
+	kindPost
+	kindGet
+	kindHead
+	kindList
+	kindDelete
+	kindOther
+	numKinds
+)
+
+var kindNames = [numKinds]string{"PUT", "POST", "GET", "HEAD", "LIST", "DELETE", "other"}
+
+// s3RequestKind classifies a path-style S3 request (/bucket or /bucket/key).
+func s3RequestKind(r *http.Request) int {
+	q := r.URL.Query()
+	onBucket := !strings.Contains(strings.Trim(r.URL.Path, "/"), "/")
+	switch r.Method {
+	case http.MethodPut:
+		return kindPut
+	case http.MethodPost:
+		if q.Has("delete") {
+			return kindDelete
+		}
+		return kindPost
+	case http.MethodGet:
+		if onBucket || q.Has("uploadId") || q.Has("list-type") {
+			return kindList
+		}
+		return kindGet
+	case http.MethodHead:
+		return kindHead
+	case http.MethodDelete:
+		return kindDelete
+	}
+	return kindOther
+}
+
+// snapshot returns the requests counted so far by kind.
+func (c *countingTransport) snapshot() [numKinds]int64 {
+	var s [numKinds]int64
+	for i := range s {
+		s[i] = c.kinds[i].Load()
+	}
+	return s
 }
 
 // blobCounts are the calls made through a countingStore and the bytes
@@ -434,4 +507,192 @@ func (c *countingStore) List(ctx context.Context, prefix string) iter.Seq2[blobs
 func (c *countingStore) Delete(ctx context.Context, key string) error {
 	c.del.Add(1)
 	return c.Blobstore.Delete(ctx, key)
+}
+
+// TestSaveAndRestoreSendNoListRequests: a full checkpoint, an incremental
+// one (one file changed, the rest hard-linked) and a restore on an empty
+// node send no LIST request, which would cost a round trip per 1000 keys
+// and depend on the store's listing; GC is the one caller of List. The
+// bill of each is logged.
+func TestSaveAndRestoreSendNoListRequests(t *testing.T) {
+	ctx := t.Context()
+	srv := miniotest.Shared(t)
+	requests := &countingTransport{base: benchTransport()}
+	bs, err := s3store.New(ctx, s3store.Options{
+		Bucket: srv.NewBucket(t), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: s3store.MinPartSize,
+		HTTPClient: &http.Client{Transport: requests},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := acquiredWriter(t, bs, blobstorage.Options{})
+	bill := func(what string, op func()) {
+		t.Helper()
+		before := requests.snapshot()
+		op()
+		var parts []string
+		after := requests.snapshot()
+		for k, name := range kindNames {
+			parts = append(parts, fmt.Sprintf("%s %d", name, after[k]-before[k]))
+		}
+		t.Logf("%s: %s", what, strings.Join(parts, ", "))
+		if n := after[kindList] - before[kindList]; n != 0 {
+			t.Errorf("%s sent %d LIST requests, want none", what, n)
+		}
+		if n := after[kindOther] - before[kindOther]; n != 0 {
+			t.Errorf("%s sent %d requests of no known kind", what, n)
+		}
+	}
+	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
+	dirs := writeState(t, w.StateDir(id1)) // one file of three parts
+	bill("full checkpoint", func() {
+		if err := w.Save(ctx, completedRecord(id1, dirs)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The next checkpoint hard-links the tables, as Pebble does, and
+	// rewrites the rest.
+	err = filepath.WalkDir(w.StateDir(id1), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(w.StateDir(id1), p)
+		to := filepath.Join(w.StateDir(id2), rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case strings.HasSuffix(p, ".sst"):
+			return os.Link(p, to)
+		}
+		return os.WriteFile(to, []byte("rewritten for "+id2), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bill("incremental checkpoint", func() {
+		if err := w.Save(ctx, completedRecord(id2, dirs)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	node := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+	bill("restore on an empty node", func() {
+		if err := node.Restore(ctx, id2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	sameTree(t, w.StateDir(id2), node.StateDir(id2))
+	// The control: GC lists, and the counter sees it.
+	before := requests.snapshot()[kindList]
+	if _, err := w.GC(ctx, blobstorage.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if requests.snapshot()[kindList] == before {
+		t.Fatal("GC sent no LIST request that the counter saw: the counter cannot see LISTs")
+	}
+}
+
+// BenchmarkRestoreFiles measures Restore of a checkpoint of
+// TIDEMARK_BENCH_FILES files (default 256) of TIDEMARK_BENCH_FILE_MIB MiB
+// (default 4) from MinIO into an empty directory, as the peer benchmark's
+// restore row does, and reports where the CPU goes: this process's CPU
+// seconds (user and system) and, on a process-mode server, MinIO's. Run
+// it with a CPU profile to split the client's share:
+//
+//	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkRestoreFiles -benchtime 5x -cpuprofile restore.pprof ./integration/
+//	go tool pprof -top integration.test restore.pprof
+func BenchmarkRestoreFiles(b *testing.B) {
+	files, fileMiB := envInt(b, "TIDEMARK_BENCH_FILES", 256), envInt(b, "TIDEMARK_BENCH_FILE_MIB", 4)
+	ctx := context.Background()
+	srv := miniotest.Shared(b)
+	bs, err := s3store.New(ctx, s3store.Options{
+		Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, HTTPClient: &http.Client{Transport: benchTransport()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := blobstorage.New(bs, b.TempDir(), blobstorage.Options{})
+	if _, err := w.Acquire(ctx); err != nil {
+		b.Fatal(err)
+	}
+	id := checkpoint.NewID(1)
+	dir := filepath.Join(w.StateDir(id), "op-0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.sst", i+1)), blobstoretest.Payload(uint64(i), int64(fileMiB)<<20), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Save(ctx, completedRecord(id, map[string]string{"op-0": "op-0"})); err != nil {
+		b.Fatal(err)
+	}
+	var wall time.Duration
+	var self, server cpuTimes
+	for b.Loop() {
+		b.StopTimer()
+		node := blobstorage.New(bs, b.TempDir(), blobstorage.Options{})
+		self0, server0 := processCPU(b, os.Getpid()), processCPU(b, srv.PID())
+		t0 := time.Now()
+		b.StartTimer()
+		if err := node.Restore(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		wall += time.Since(t0)
+		self = self.add(processCPU(b, os.Getpid()).sub(self0))
+		server = server.add(processCPU(b, srv.PID()).sub(server0))
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	mb := float64(files*fileMiB<<20) / 1e6
+	b.ReportMetric(mb/(wall.Seconds()/n), "MB/s")
+	b.ReportMetric(self.user/n, "client-user-s")
+	b.ReportMetric(self.sys/n, "client-sys-s")
+	if srv.PID() != 0 {
+		b.ReportMetric((server.user+server.sys)/n, "minio-cpu-s")
+	}
+	b.Logf("%d × %d MiB: wall %.3fs, client CPU %.3fs user + %.3fs sys, MinIO CPU %.3fs (pid %d; 0 unless TIDEMARK_MINIO=process)",
+		files, fileMiB, wall.Seconds()/n, self.user/n, self.sys/n, (server.user+server.sys)/n, srv.PID())
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number", name, s)
+	}
+	return n
+}
+
+// cpuTimes are a process's user and system CPU seconds.
+type cpuTimes struct{ user, sys float64 }
+
+func (c cpuTimes) add(o cpuTimes) cpuTimes { return cpuTimes{c.user + o.user, c.sys + o.sys} }
+func (c cpuTimes) sub(o cpuTimes) cpuTimes { return cpuTimes{c.user - o.user, c.sys - o.sys} }
+
+// processCPU reads utime and stime of pid from /proc (Linux; zero for pid
+// 0 or elsewhere), in seconds at the usual 100 ticks per second.
+func processCPU(b *testing.B, pid int) cpuTimes {
+	if pid == 0 {
+		return cpuTimes{}
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return cpuTimes{}
+	}
+	// Fields after the command name, which is in parentheses and may
+	// hold spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return cpuTimes{ut / 100, st / 100}
 }

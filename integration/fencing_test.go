@@ -59,8 +59,13 @@ func pointers(t *testing.T, bs blobstore.Blobstore) (latest, done string) {
 // writer B takes over; every write of A then fails with ErrFenced and
 // leaves the pointers as B left them, and B's checkpoints restore.
 func TestFencedWriterCannotMovePointersOrDeleteOnMinIO(t *testing.T) {
+	fencedWriterCannotMovePointersOrDelete(t, miniotest.Shared(t))
+}
+
+// The fencing tests' bodies take the server, so that they run on every
+// S3 implementation the harness starts (see versitygw_test.go).
+func fencedWriterCannotMovePointersOrDelete(t *testing.T, srv *miniotest.Server) {
 	ctx := t.Context()
-	srv := miniotest.Shared(t)
 	bs := openBucket(t, srv, srv.NewBucket(t))
 
 	a := acquiredWriter(t, bs, blobstorage.Options{Keep: 1})
@@ -137,8 +142,11 @@ func TestFencedWriterCannotMovePointersOrDeleteOnMinIO(t *testing.T) {
 // but no pointer moves, A's Save fails with ErrFenced, and B's next
 // checkpoint becomes the latest completed one.
 func TestZombieSaveInFlightDuringTakeoverIsFencedOnMinIO(t *testing.T) {
+	zombieSaveInFlightDuringTakeoverIsFenced(t, miniotest.Shared(t))
+}
+
+func zombieSaveInFlightDuringTakeoverIsFenced(t *testing.T, srv *miniotest.Server) {
 	ctx := t.Context()
-	srv := miniotest.Shared(t)
 	raw := openBucket(t, srv, srv.NewBucket(t))
 	fs := &faultyStore{Blobstore: raw}
 	a := acquiredWriter(t, fs, blobstorage.Options{})
@@ -412,6 +420,10 @@ func (r *fenceRun) check() {
 // now or past every grace period, restart) by 2–3 writers of one bucket.
 // The seed is logged; TIDEMARK_FENCE_SEED replays one.
 func TestRandomWritersKeepFencingInvariantsOnMinIO(t *testing.T) {
+	randomWritersKeepFencingInvariants(t, miniotest.Shared(t))
+}
+
+func randomWritersKeepFencingInvariants(t *testing.T, srv *miniotest.Server) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TIDEMARK_FENCE_SEED"); s != "" {
 		var err error
@@ -421,7 +433,6 @@ func TestRandomWritersKeepFencingInvariantsOnMinIO(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with TIDEMARK_FENCE_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
-	srv := miniotest.Shared(t)
 	n := 2 + rng.IntN(2)
 	r := &fenceRun{
 		t: t, bs: openBucket(t, srv, srv.NewBucket(t)), root: t.TempDir(), current: -1,

@@ -85,11 +85,17 @@ func sameTree(t *testing.T, a, b string) {
 // copies it to another bucket (standing for another region), restores it
 // there into an empty directory, and compares every state file.
 func TestSavepointAcrossRegionsOnMinIO(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	savepointAcrossRegions(t, miniotest.Shared(t), miniotest.Shared(t))
+}
+
+// savepointAcrossRegions is the body of the savepoint copy tests: created
+// in a bucket of eastSrv, copied to a bucket of westSrv (the same server
+// or another implementation), restored from there.
+func savepointAcrossRegions(t *testing.T, eastSrv, westSrv *miniotest.Server) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	srv := miniotest.Shared(t)
-	east := openBucket(t, srv, srv.NewBucket(t))
-	west := openBucket(t, srv, srv.NewBucket(t))
+	east := openBucket(t, eastSrv, eastSrv.NewBucket(t))
+	west := openBucket(t, westSrv, westSrv.NewBucket(t))
 
 	src := checkpoint.NewFileStorage(t.TempDir())
 	id := checkpoint.NewID(1)

@@ -80,7 +80,7 @@ func blobstoretestLongestKey(n int) string {
 // request. (Finding 9: `a\..\b` and " .. " were valid keys that MinIO
 // refuses.)
 func TestStoreKeyRulesHoldOnEveryServer(t *testing.T) {
-	servers := map[string]func(t *testing.T) s3Server{"minio": minioServer, "versitygw": startVersitygw}
+	servers := map[string]func(t *testing.T) s3Server{"minio": minioServer, "versitygw": versitygwServer}
 	cands := keyCandidates()
 	var valid, invalid []string
 	for _, k := range cands {

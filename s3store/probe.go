@@ -7,12 +7,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
 	"github.com/tidemark-io/tidemark/blobstore"
 )
 
-// cancelledCleanupTimeout bounds the cleanup of a probe whose context was
-// cancelled.
-const cancelledCleanupTimeout = 2 * time.Second
+// Cleanup budgets of Probe: what it wrote is removed even after a
+// failure, but briefly, and more briefly after the caller gave up.
+const (
+	// probeCleanupTimeout bounds the requests that remove what Probe
+	// wrote: less than a real upload's abort, since a server that holds
+	// writes (a MinIO cluster below write quorum does, for minutes) must
+	// not hold the caller of a failed probe as long.
+	probeCleanupTimeout = 5 * time.Second
+	// cancelledCleanupTimeout bounds them when the caller's context is
+	// done (Ctrl-C): it must not wait for a dead endpoint.
+	cancelledCleanupTimeout = 2 * time.Second
+)
 
 // Probe checks that the endpoint enforces conditional writes, which
 // fencing and pointer moves rely on: some S3-compatible servers accept
@@ -22,56 +35,139 @@ const cancelledCleanupTimeout = 2 * time.Second
 //   - PutIfAbsent creates the key, and a second PutIfAbsent fails;
 //   - PutIfMatch with a wrong ETag fails, and with the right one succeeds;
 //   - PutIfMatch on a missing key fails (MinIO once created it, #21526);
+//   - CompleteMultipartUpload, where S3 checks the conditions of a large
+//     write, refuses If-None-Match: * on the existing key and If-Match
+//     with a wrong ETag, and accepts If-Match with the right one (a server
+//     may check conditions on PutObject only: then every object larger
+//     than a part would be written unconditionally);
 //
-// and deletes what it wrote. An endpoint that lets a write through that
-// should have failed is ErrConditionsIgnored; any other failure (access,
-// missing bucket) is returned as it is. Probe tests single-part writes
-// only; conditions on CompleteMultipartUpload are covered by this
-// package's tests against MinIO.
+// and deletes what it wrote. The multipart check costs one upload of a
+// single 1-byte part (S3 lets the last part, here the only one, be of any
+// size) completed three times: a failed Complete leaves the upload
+// pending, as on AWS.
+//
+// An endpoint that lets a write through that should have failed is
+// ErrConditionsIgnored; any other failure (access, missing bucket, a
+// cluster below write quorum) is returned as it is.
 func (s *Store) Probe(ctx context.Context) (err error) {
 	base := "_tidemark_probe/" + newWriteID()
 	key, missing := base+"/object", base+"/missing"
+	var uploadID *string // a pending multipart upload of key
 	defer func() {
-		// Clean up even if ctx is done, but briefly then: a caller that
-		// was interrupted (Ctrl-C) must not wait for a dead endpoint. A
-		// failure here only leaves a few bytes under _tidemark_probe/, so
-		// it does not override the probe's answer.
-		budget := abortTimeout
+		// Clean up even if ctx is done; a failure here only leaves a
+		// few bytes under _tidemark_probe/, so it does not override the
+		// probe's answer.
+		budget := probeCleanupTimeout
 		if ctx.Err() != nil {
 			budget = cancelledCleanupTimeout
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 		defer cancel()
+		if uploadID != nil {
+			if okey, kerr := s.objectKey(key); kerr == nil {
+				_, _ = s.client.AbortMultipartUpload(cctx, &s3.AbortMultipartUploadInput{
+					Bucket: &s.bucket, Key: &okey, UploadId: uploadID,
+				})
+			}
+		}
 		_ = s.Delete(cctx, key)
 		_ = s.Delete(cctx, missing)
 	}()
 	ignored := func(what string) error {
 		return fmt.Errorf("%w: %s: %s succeeded", ErrConditionsIgnored, s.describe(), what)
 	}
+	failed := func(err error) error {
+		return fmt.Errorf("s3store: probe %s: %w", s.describe(), err)
+	}
 	etag, err := s.PutIfAbsent(ctx, key, strings.NewReader("probe 1"))
 	if err != nil {
-		return fmt.Errorf("s3store: probe %s: %w", s.describe(), err)
+		return failed(err)
 	}
 	switch _, err := s.PutIfAbsent(ctx, key, strings.NewReader("probe 2")); {
 	case err == nil:
 		return ignored("If-None-Match: * on an existing object")
 	case !errors.Is(err, blobstore.ErrPreconditionFailed):
-		return fmt.Errorf("s3store: probe %s: %w", s.describe(), err)
+		return failed(err)
 	}
 	switch _, err := s.PutIfMatch(ctx, key, "00000000000000000000000000000000", strings.NewReader("probe 3")); {
 	case err == nil:
 		return ignored("If-Match with a wrong ETag")
 	case !errors.Is(err, blobstore.ErrPreconditionFailed):
-		return fmt.Errorf("s3store: probe %s: %w", s.describe(), err)
+		return failed(err)
 	}
-	if _, err := s.PutIfMatch(ctx, key, etag, strings.NewReader("probe 4")); err != nil {
+	if etag, err = s.PutIfMatch(ctx, key, etag, strings.NewReader("probe 4")); err != nil {
 		return fmt.Errorf("s3store: probe %s: If-Match with the current ETag: %w", s.describe(), err)
 	}
 	switch _, err := s.PutIfMatch(ctx, missing, etag, strings.NewReader("probe 5")); {
 	case err == nil:
 		return ignored("If-Match on a missing object")
 	case !errors.Is(err, blobstore.ErrPreconditionFailed) && !errors.Is(err, blobstore.ErrNotFound):
-		return fmt.Errorf("s3store: probe %s: %w", s.describe(), err)
+		return failed(err)
 	}
+
+	// Multipart: the same conditions on CompleteMultipartUpload.
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return failed(err)
+	}
+	complete, err := s.probeUpload(ctx, okey, &uploadID)
+	if err != nil {
+		return failed(err)
+	}
+	for _, c := range []struct {
+		what                 string
+		ifNoneMatch, ifMatch *string
+	}{
+		{"If-None-Match: * on CompleteMultipartUpload of an existing object", aws.String("*"), nil},
+		{"If-Match with a wrong ETag on CompleteMultipartUpload", nil, aws.String(`"00000000000000000000000000000000"`)},
+	} {
+		switch _, err := complete(c.ifNoneMatch, c.ifMatch); {
+		case err == nil:
+			uploadID = nil // completed: nothing to abort, key is overwritten
+			return ignored(c.what)
+		case !isPrecondition(err):
+			return fmt.Errorf("s3store: probe %s: %s: %w", s.describe(), c.what, s.wrap("complete-multipart-upload", key, err, true))
+		}
+	}
+	if _, err := complete(nil, aws.String(quote(etag))); err != nil {
+		return fmt.Errorf("s3store: probe %s: If-Match with the current ETag on CompleteMultipartUpload: %w", s.describe(), s.wrap("complete-multipart-upload", key, err, true))
+	}
+	uploadID = nil
 	return nil
+}
+
+// probeUpload starts a multipart upload of okey with one 1-byte part,
+// records its id in *uploadID (for the caller's cleanup), and returns a
+// function completing it under the given conditions.
+func (s *Store) probeUpload(ctx context.Context, okey string, uploadID **string) (func(ifNoneMatch, ifMatch *string) (*s3.CompleteMultipartUploadOutput, error), error) {
+	cin := &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &okey}
+	s.setSSE(&cin.ServerSideEncryption, &cin.SSEKMSKeyId)
+	if s.crc32 {
+		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32 // as putMultipart does
+	}
+	created, err := s.client.CreateMultipartUpload(ctx, cin)
+	if err != nil {
+		return nil, s.wrap("create-multipart-upload", okey, err, false)
+	}
+	*uploadID = created.UploadId
+	pin := &s3.UploadPartInput{
+		Bucket: &s.bucket, Key: &okey, UploadId: created.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("6"), ContentLength: aws.Int64(1),
+	}
+	if s.crc32 {
+		pin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	}
+	part, err := s.client.UploadPart(ctx, pin)
+	if err != nil {
+		return nil, s.wrap("upload-part", okey, err, false)
+	}
+	parts := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag, ChecksumCRC32: part.ChecksumCRC32}}
+	return func(ifNoneMatch, ifMatch *string) (*s3.CompleteMultipartUploadOutput, error) {
+		return s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: &s.bucket, Key: &okey, UploadId: created.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+			IfNoneMatch:     ifNoneMatch,
+			IfMatch:         ifMatch,
+		})
+	}, nil
 }

@@ -1,4 +1,6 @@
-// Package miniotest starts a real MinIO server for integration tests.
+// Package miniotest starts a real MinIO server for integration tests, and
+// the other S3 servers the tests run on: versitygw, a second S3
+// implementation, and a distributed MinIO of several nodes.
 //
 // Every test that talks to S3 in this module gets its server from here, so
 // that the same test body runs against a container (the normal case) or a
@@ -73,6 +75,23 @@
 // [StartOnNetwork] attaches the container to a user-defined Docker network
 // under an alias, so that job containers reach it at
 // [Server.NetworkEndpoint] while the test reaches it at [Server.Endpoint].
+//
+// # versitygw
+//
+// [StartVersity] and [SharedVersity] start versitygw [VersityVersion] on
+// its posix backend, in the same two modes and with the same credentials;
+// the Server they return is used exactly like a MinIO one. The binary is
+// built by scripts/install-versitygw.sh into $TIDEMARK_CACHE/bin/versitygw
+// (TIDEMARK_VERSITYGW_BIN points elsewhere) and put into a FROM scratch
+// image tagged tidemark-versitygw:<version>. A process keeps object
+// metadata in extended attributes (versitygw's default), a container in
+// a sidecar directory, since the container's filesystem may lack them.
+//
+// # Clusters
+//
+// [StartCluster] starts a distributed MinIO of n containers on a Docker
+// network, each node a Server that can be killed and restarted alone;
+// [Server.WaitWritable] waits until the cluster has write quorum again.
 //
 // # Process specifics
 //

@@ -21,9 +21,6 @@ import (
 )
 
 const (
-	// containerPort is the S3 port inside the image.
-	containerPort = "9000/tcp"
-
 	// labelHarness marks every container the harness starts, so that
 	// containers leaked by a killed test binary can be found (and removed
 	// by id).
@@ -81,14 +78,18 @@ func setRyukDisabled() {
 	}
 }
 
-// dockerOptions are the variations of a MinIO container.
+// dockerOptions are the variations of a server container.
 type dockerOptions struct {
-	network string // user-defined network to attach to, or ""
-	alias   string // alias on network
+	kind    *serverKind
+	network string   // user-defined network to attach to, or ""
+	alias   string   // alias on network
+	cmd     []string // replaces the image's CMD when set (a cluster node)
+	noWait  bool     // return once started, before the server is ready
 }
 
-// containerBackend is a MinIO container driven through testcontainers-go.
+// containerBackend is a server container driven through testcontainers-go.
 type containerBackend struct {
+	name        string // "minio", "versitygw": for messages
 	ctr         testcontainers.Container
 	containerID string
 	client      *testcontainers.DockerClient
@@ -96,14 +97,15 @@ type containerBackend struct {
 
 var _ backend = (*containerBackend)(nil)
 
-// startDocker creates and starts a MinIO container whose S3 port is bound to
-// a free port on 127.0.0.1, and waits until it is ready.
+// startDocker creates and starts a server container whose S3 port is bound
+// to a free port on 127.0.0.1, and waits until it is ready (unless
+// opts.noWait).
 func startDocker(ctx context.Context, opts dockerOptions) (*Server, error) {
 	cli, err := DockerClient(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("miniotest: Docker is not available: %w", err)
 	}
-	img, err := EnsureImage(ctx)
+	img, err := opts.kind.image(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +133,14 @@ func startDocker(ctx context.Context, opts dockerOptions) (*Server, error) {
 }
 
 func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img string, port int, opts dockerOptions) (*Server, error) {
+	k := opts.kind
+	containerPort := k.containerPort + "/tcp"
 	req := testcontainers.ContainerRequest{
 		Image:        img,
 		ExposedPorts: []string{containerPort},
-		Env: map[string]string{
-			"MINIO_ROOT_USER":     defaultAccessKey,
-			"MINIO_ROOT_PASSWORD": defaultSecretKey,
-		},
-		Labels: map[string]string{labelHarness: "true"},
+		Env:          k.containerEnv,
+		Cmd:          opts.cmd,
+		Labels:       map[string]string{labelHarness: "true"},
 		HostConfigModifier: func(hc *container.HostConfig) {
 			hc.PortBindings = network.PortMap{
 				network.MustParsePort(containerPort): {{
@@ -167,18 +169,23 @@ func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img str
 		}
 		return nil, fmt.Errorf("miniotest: start container from %s: %w", img, err)
 	}
-	b := &containerBackend{ctr: ctr, containerID: ctr.GetContainerID(), client: cli}
+	b := &containerBackend{name: k.name, ctr: ctr, containerID: ctr.GetContainerID(), client: cli}
 	s := &Server{
 		Endpoint:  "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		AccessKey: defaultAccessKey,
 		SecretKey: defaultSecretKey,
 		Region:    Region,
 		mode:      ModeDocker,
+		kind:      k,
 		b:         b,
 	}
 	if opts.network != "" {
 		s.NetworkAlias = opts.alias
-		s.NetworkEndpoint = "http://" + net.JoinHostPort(opts.alias, "9000")
+		s.NetworkEndpoint = "http://" + net.JoinHostPort(opts.alias, k.containerPort)
+	}
+	if opts.noWait {
+		s.running = true // started; the caller waits for readiness
+		return s, nil
 	}
 	if err := s.waitReady(ctx); err != nil {
 		_ = b.terminate(context.WithoutCancel(ctx))
@@ -289,7 +296,7 @@ func ContainerLogs(ctx context.Context, ctr testcontainers.Container) string {
 }
 
 func (c *containerBackend) id() string {
-	return "minio container " + shortID(c.containerID)
+	return c.name + " container " + shortID(c.containerID)
 }
 
 func shortID(id string) string {

@@ -83,6 +83,7 @@ type Server struct {
 	NetworkAlias, NetworkEndpoint string
 
 	mode string
+	kind *serverKind // what runs: MinIO or versitygw
 
 	mu         sync.Mutex
 	b          backend // nil in external mode
@@ -168,7 +169,7 @@ func startDockerT(t testing.TB, networkName, alias string) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	s, err := startDocker(ctx, dockerOptions{network: networkName, alias: alias})
+	s, err := startDocker(ctx, dockerOptions{kind: minioKind, network: networkName, alias: alias})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func startProcessT(t testing.TB) *Server {
 	// registered, so (cleanups run last-in first-out) the server is stopped
 	// before its data directory is removed.
 	dir := t.TempDir()
-	s, err := startProcess(t.Context(), dir)
+	s, err := startProcess(t.Context(), minioKind, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,31 +202,43 @@ func registerCleanup(t testing.TB, s *Server) {
 	})
 }
 
-// shared holds the one server per test binary that Shared hands out; Main
-// removes it. This is harness state for the life of a test binary, not
+// shared holds the servers shared by the tests of one test binary, one
+// per kind (MinIO, versitygw), which Shared and SharedVersity hand out and
+// Main removes. This is harness state for the life of a test binary, not
 // library state.
 var shared struct {
 	mu      sync.Mutex
 	inMain  bool
-	srv     *Server
-	dataDir string
+	servers map[string]*sharedServer // by kind name
 }
 
-// Shared returns the server shared by all tests of this test binary, started
-// on first use. The package's TestMain must call Main, which removes it; a
-// test must not Stop or Restart it (use Start for that).
+type sharedServer struct {
+	srv     *Server
+	dataDir string // process mode: the data directory Main removes
+}
+
+// Shared returns the MinIO server shared by all tests of this test binary,
+// started on first use. The package's TestMain must call Main, which
+// removes it; a test must not Stop or Restart it (use Start for that).
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	if s, ok := externalServer(); ok {
 		return s
 	}
+	return sharedOf(t, minioKind)
+}
+
+// sharedOf returns the shared server of kind k, starting it on first use
+// in the mode the environment selects.
+func sharedOf(t testing.TB, k *serverKind) *Server {
+	t.Helper()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.inMain {
 		t.Fatal("miniotest: Shared needs TestMain to call miniotest.Main (func TestMain(m *testing.M) { os.Exit(miniotest.Main(m)) }), which removes the shared server")
 	}
-	if shared.srv != nil {
-		return shared.srv
+	if e := shared.servers[k.name]; e != nil {
+		return e.srv
 	}
 	// The shared server outlives the test that starts it, so it gets a
 	// context of its own rather than t.Context.
@@ -235,25 +248,33 @@ func Shared(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := &sharedServer{}
 	var s *Server
 	if mode == ModeDocker {
-		s, err = startDocker(ctx, dockerOptions{})
+		s, err = startDocker(ctx, dockerOptions{kind: k})
 	} else {
-		dir, derr := os.MkdirTemp("", "miniotest-shared-")
+		dir, derr := os.MkdirTemp("", "miniotest-shared-"+k.name+"-")
 		if derr != nil {
 			t.Fatalf("miniotest: shared data dir: %v", derr)
 		}
-		shared.dataDir = dir
-		s, err = startProcess(ctx, dir)
+		e.dataDir = dir
+		s, err = startProcess(ctx, k, dir)
 	}
 	if err != nil {
+		if e.dataDir != "" {
+			_ = os.RemoveAll(e.dataDir)
+		}
 		t.Fatal(err)
 	}
-	shared.srv = s
+	e.srv = s
+	if shared.servers == nil {
+		shared.servers = map[string]*sharedServer{}
+	}
+	shared.servers[k.name] = e
 	return s
 }
 
-// Main runs the tests and then removes the shared server, if one was
+// Main runs the tests and then removes the shared servers, if any were
 // started. Use it in TestMain: os.Exit(miniotest.Main(m)). A shared server
 // that cannot be removed turns a passing run into a failing one, since it
 // leaks.
@@ -267,22 +288,21 @@ func Main(m *testing.M) int {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	shared.inMain = false
-	if shared.srv != nil {
+	for name, e := range shared.servers {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := shared.srv.terminate(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "miniotest: remove shared server %s: %v\n", shared.srv.b.id(), err)
+		if err := e.srv.terminate(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "miniotest: remove shared %s server %s: %v\n", name, e.srv.b.id(), err)
 			if code == 0 {
 				code = 1
 			}
 		}
-		shared.srv = nil
-	}
-	if shared.dataDir != "" {
-		if err := os.RemoveAll(shared.dataDir); err != nil {
-			fmt.Fprintf(os.Stderr, "miniotest: remove shared data dir: %v\n", err)
+		cancel()
+		if e.dataDir != "" {
+			if err := os.RemoveAll(e.dataDir); err != nil {
+				fmt.Fprintf(os.Stderr, "miniotest: remove shared data dir: %v\n", err)
+			}
 		}
-		shared.dataDir = ""
+		delete(shared.servers, name)
 	}
 	return code
 }
@@ -299,6 +319,7 @@ func externalServer() (*Server, bool) {
 		SecretKey: envOr(EnvSecretKey, defaultSecretKey),
 		Region:    Region,
 		mode:      ModeExternal,
+		kind:      minioKind,
 		running:   true,
 	}, true
 }
@@ -458,21 +479,23 @@ func (s *Server) waitReady(ctx context.Context) error {
 }
 
 func (s *Server) probe(ctx context.Context, hc *http.Client, client *s3.Client) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/minio/health/ready", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health/ready: %s", resp.Status)
+	if s.kind.healthPath != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+s.kind.healthPath, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", s.kind.healthPath, resp.Status)
+		}
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = client.ListBuckets(lctx, &s3.ListBucketsInput{}, func(o *s3.Options) {
+	_, err := client.ListBuckets(lctx, &s3.ListBucketsInput{}, func(o *s3.Options) {
 		o.RetryMaxAttempts = 1 // the caller's loop retries
 	})
 	return err

@@ -374,3 +374,43 @@ func dial(endpoint string) error {
 	}
 	return c.Close()
 }
+
+// TestVersityServesConditionalWrites starts versitygw in every mode this
+// machine can run and checks the basics the other packages' versitygw
+// tests build on: a bucket, a put and a get, and If-None-Match enforced.
+func TestVersityServesConditionalWrites(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		begin := time.Now()
+		t.Setenv(EnvMode, mode)
+		s := StartVersity(t)
+		t.Logf("%s start took %v (%s at %s)", mode, time.Since(begin).Round(time.Millisecond), s.b.id(), s.Endpoint)
+		if s.Kind() != "versitygw" || s.Mode() != mode {
+			t.Fatalf("Kind, Mode = %q, %q", s.Kind(), s.Mode())
+		}
+		bucket := s.NewBucket(t)
+		put(t, s, bucket, "k", []byte("v"))
+		_, err := s.S3Client(t).PutObject(t.Context(), &s3.PutObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String("k"), Body: strings.NewReader("w"), IfNoneMatch: aws.String("*"),
+		})
+		if err == nil {
+			t.Fatal("versitygw let If-None-Match: * overwrite an existing object")
+		}
+		if b := get(t, s, bucket, "k"); string(b) != "v" {
+			t.Fatalf("got %q, want %q", b, "v")
+		}
+	})
+}
+
+func TestInstallScriptPinsVersityVersion(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/install-versitygw.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSION="\$\{VERSITYGW_VERSION:-([^}]+)\}"$`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("scripts/install-versitygw.sh has no VERSION line")
+	}
+	if string(m[1]) != VersityVersion {
+		t.Fatalf("scripts/install-versitygw.sh pins %s, VersityVersion is %s", m[1], VersityVersion)
+	}
+}

@@ -135,3 +135,40 @@ func buildProbe(t *testing.T) string {
 	}
 	return bin
 }
+
+// TestStartClusterServesFromEveryNodeAndSurvivesOneNodeDown: an object
+// written through node 1 is read through node 4; with node 4 killed,
+// writes through node 1 still succeed (3 of 4 drives), and node 4
+// serves again after Restart.
+func TestStartClusterServesFromEveryNodeAndSurvivesOneNodeDown(t *testing.T) {
+	if err := dockerAvailable(t.Context()); err != nil {
+		if os.Getenv(EnvMode) == ModeProcess {
+			t.Skipf("StartCluster needs Docker, which is not available (%v), and %s=process", err, EnvMode)
+		}
+		t.Fatalf("StartCluster needs Docker: %v", err)
+	}
+	nw, err := network.New(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nw.Remove(context.Background()); err != nil {
+			t.Errorf("remove network %s: %v", nw.ID, err)
+		}
+	})
+	nodes := StartCluster(t, nw.Name, "node", 4)
+	if nodes[2].NetworkEndpoint != "http://node3:9000" {
+		t.Fatalf("NetworkEndpoint of node 3 = %q", nodes[2].NetworkEndpoint)
+	}
+	bucket := nodes[0].NewBucket(t)
+	put(t, nodes[0], bucket, "a", []byte("1"))
+	if got := get(t, nodes[3], bucket, "a"); string(got) != "1" {
+		t.Fatalf("node 4 read %q", got)
+	}
+	nodes[3].Kill(t)
+	put(t, nodes[0], bucket, "b", []byte("2"))
+	nodes[3].Restart(t)
+	if got := get(t, nodes[3], bucket, "b"); string(got) != "2" {
+		t.Fatalf("node 4 read %q after its restart", got)
+	}
+}

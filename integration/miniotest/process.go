@@ -15,12 +15,15 @@ import (
 	"time"
 )
 
-// processBackend runs MinIO as a child process of the test binary.
+// processBackend runs a server (MinIO or versitygw) as a child process of
+// the test binary.
 type processBackend struct {
+	name    string // "minio", "versitygw": for messages
 	bin     string
-	dataDir string // MinIO's data; survives stop and start
-	logPath string // stdout and stderr of every run, appended
-	addr    string // 127.0.0.1:port, fixed for the life of the server
+	argv    []string // arguments after the binary
+	dataDir string   // MinIO's data; survives stop and start
+	logPath string   // stdout and stderr of every run, appended
+	addr    string   // 127.0.0.1:port, fixed for the life of the server
 	env     []string
 
 	mu   sync.Mutex
@@ -31,10 +34,10 @@ type processBackend struct {
 
 var _ backend = (*processBackend)(nil)
 
-// startProcess starts MinIO on a free port of 127.0.0.1 with its data and
-// log under dir, and waits until it is ready.
-func startProcess(ctx context.Context, dir string) (*Server, error) {
-	bin, err := binaryPath()
+// startProcess starts a server of kind k on a free port of 127.0.0.1 with
+// its data and log under dir, and waits until it is ready.
+func startProcess(ctx context.Context, k *serverKind, dir string) (*Server, error) {
+	bin, err := k.binary()
 	if err != nil {
 		return nil, err
 	}
@@ -43,17 +46,14 @@ func startProcess(ctx context.Context, dir string) (*Server, error) {
 		return nil, fmt.Errorf("miniotest: choose a port: %w", err)
 	}
 	p := &processBackend{
+		name:    k.name,
 		bin:     bin,
 		dataDir: filepath.Join(dir, "data"),
-		logPath: filepath.Join(dir, "minio.log"),
+		logPath: filepath.Join(dir, k.name+".log"),
 		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		env: append(os.Environ(),
-			"MINIO_ROOT_USER="+defaultAccessKey,
-			"MINIO_ROOT_PASSWORD="+defaultSecretKey,
-			"MINIO_BROWSER=off", // no console: one port less, faster start
-			"MINIO_UPDATE=off",
-		),
+		env:     append(os.Environ(), k.processEnv...),
 	}
+	p.argv = k.processArgs(p.addr, p.dataDir, dir)
 	if err := os.MkdirAll(p.dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("miniotest: data dir: %w", err)
 	}
@@ -63,6 +63,7 @@ func startProcess(ctx context.Context, dir string) (*Server, error) {
 		SecretKey: defaultSecretKey,
 		Region:    Region,
 		mode:      ModeProcess,
+		kind:      k,
 		b:         p,
 	}
 	if err := p.start(ctx); err != nil {
@@ -92,10 +93,7 @@ func (p *processBackend) start(ctx context.Context) error {
 	}
 	// Not exec.CommandContext: the server must outlive the context of the
 	// call that starts it; it is stopped by PID in stop.
-	cmd := exec.Command(p.bin, "server", p.dataDir,
-		"--address", p.addr,
-		"--certs-dir", filepath.Join(filepath.Dir(p.dataDir), "certs"),
-		"--quiet")
+	cmd := exec.Command(p.bin, p.argv...)
 	cmd.Env = p.env
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -206,13 +204,13 @@ func (p *processBackend) id() string {
 
 func (p *processBackend) idLocked() string {
 	if p.cmd == nil {
-		return "minio process (not started) on " + p.addr
+		return p.name + " process (not started) on " + p.addr
 	}
-	return fmt.Sprintf("minio process pid %d on %s", p.cmd.Process.Pid, p.addr)
+	return fmt.Sprintf("%s process pid %d on %s", p.name, p.cmd.Process.Pid, p.addr)
 }
 
 // freePort asks the kernel for a free TCP port on 127.0.0.1. The port is
-// released before MinIO binds it, so another process could take it in
+// released before the server binds it, so another process could take it in
 // between; the start then fails with the log saying so, which is rare
 // enough not to retry.
 func freePort() (int, error) {
