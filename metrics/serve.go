@@ -55,7 +55,7 @@ func Start(ctx context.Context, addr string, g prometheus.Gatherer) (*Server, er
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: listen on %q: %w", addr, err)
+		return nil, fmt.Errorf("metrics: %w", err) // names the address
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, Handler(g))
