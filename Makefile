@@ -8,7 +8,7 @@ export TIDEMARK_CACHE
 # The Ryuk reaper image cannot be pulled here; tests remove what they start.
 export TESTCONTAINERS_RYUK_DISABLED = true
 
-.PHONY: test deps lint unit bench bench-peers docker no-docker
+.PHONY: test deps lint unit bench bench-peers docker no-docker build
 
 # The CLI image (make docker) is built and checked by make test wherever a
 # Docker daemon answers; where none does, make test says so loudly.
@@ -65,6 +65,10 @@ PEERBENCH_FLAGS ?=
 bench-peers: deps
 	$(GO) build -o $(TIDEMARK_CACHE)/bin/peerbench ./integration/peerbench
 	$(TIDEMARK_CACHE)/bin/peerbench -out $(PEERBENCH_OUT) $(PEERBENCH_FLAGS)
+
+## build: build the CLI into bin/tidemark, stamped with its VCS revision where the go command can
+build:
+	$(GO) build -trimpath -buildvcs=auto -o bin/tidemark ./cmd/tidemark
 
 ## docker: build the CLI image $(DOCKER_IMAGE) (FROM scratch + a static binary built here) and check that it runs
 # The binary is built on the host and copied in, so the build needs no base
