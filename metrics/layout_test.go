@@ -17,7 +17,7 @@ import (
 
 // checkpointKeyClasses are the classes blobstorage.KeyClass returns
 // (besides "other").
-var checkpointKeyClasses = []string{"record", "private", "shared", "pointer", "writer", "pin", "savepoint"}
+var checkpointKeyClasses = []string{"record", "private", "shared", "pointer", "writer", "mark", "pin", "savepoint"}
 
 // With blobstorage.KeyClass as the classifier, a writer's saves, a fresh
 // node's restore and GC touch only keys of the declared classes: no
@@ -96,7 +96,7 @@ func TestCheckpointLayoutKeyClasses(t *testing.T) {
 			}
 		}
 	}
-	for _, class := range []string{"record", "private", "shared", "pointer", "writer"} {
+	for _, class := range []string{"record", "private", "shared", "pointer", "writer", "mark"} {
 		if puts[class] == 0 {
 			t.Errorf("no put counted for key class %q; puts by class: %v", class, puts)
 		}
