@@ -416,12 +416,3 @@ func TestBlobstoreConcurrent(t *testing.T) {
 		}
 	}
 }
-
-// The observed store is still a conforming store and forwards every
-// capability of the one it wraps.
-func TestBlobstoreWrapConforms(t *testing.T) {
-	m, _ := newBlobstoreMetrics(t, BlobstoreOptions{})
-	blobstoretest.RunDecorator(t, func(t *testing.T, bs blobstore.Blobstore) (blobstore.Blobstore, string) {
-		return m.Wrap(bs), ""
-	})
-}
