@@ -56,7 +56,7 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 	for _, name := range []string{keyLatest, keyLatestCompleted} {
 		if err := s.claimPointer(ctx, name); err != nil {
 			if errors.Is(err, checkpoint.ErrFenced) {
-				s.fenced = true
+				s.markFencedLocked()
 			}
 			return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 		}
@@ -139,12 +139,12 @@ func (s *Storage) checkWriterLocked(ctx context.Context) error {
 	info, err := s.bs.Stat(ctx, keyWriter)
 	switch {
 	case errors.Is(err, blobstore.ErrNotFound):
-		s.fenced = true
+		s.markFencedLocked()
 		return fmt.Errorf("epoch %d: %s is gone: %w", s.epoch, keyWriter, checkpoint.ErrFenced)
 	case err != nil:
 		return fmt.Errorf("check %s: %w", keyWriter, err)
 	case info.ETag != s.writerETag:
-		s.fenced = true
+		s.markFencedLocked()
 		return fmt.Errorf("epoch %d: %s changed: %w", s.epoch, keyWriter, checkpoint.ErrFenced)
 	}
 	return nil
@@ -174,7 +174,7 @@ func (s *Storage) advanceLocked(ctx context.Context, name, id string) error {
 			return err
 		}
 		if ok && p.Epoch > s.epoch {
-			s.fenced = true
+			s.markFencedLocked()
 			return fmt.Errorf("pointer %s has epoch %d, ours is %d: %w", name, p.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		if ok && p.ID != "" && p.ID >= id {
@@ -207,4 +207,14 @@ func (s *Storage) CheckWriter(ctx context.Context) error {
 		return fmt.Errorf("blobstorage: %w", err)
 	}
 	return nil
+}
+
+// markFencedLocked records that another writer took over: every later
+// write fails with checkpoint.ErrFenced until Acquire. The Observer hears
+// of it once per epoch.
+func (s *Storage) markFencedLocked() {
+	if !s.fenced {
+		s.opts.Observer.Fenced(s.epoch)
+	}
+	s.fenced = true
 }

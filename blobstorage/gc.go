@@ -72,8 +72,15 @@ type GCReport struct {
 // run would delete at the same Now. Against a store another process is
 // writing, the report is a snapshot: that writer may save and move the
 // pointers after it, which a later real run takes into account.
-func (s *Storage) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
-	rep := GCReport{Retained: []string{}, Dropped: []string{}, Verdicts: []Verdict{}, Deletions: []Deletion{}}
+func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error) {
+	if !opts.DryRun {
+		start := time.Now()
+		defer func() {
+			s.opts.Observer.Collected(GCStats{Deleted: rep.Objects, DeletedBytes: rep.Bytes, AbortedUploads: rep.AbortedUploads,
+				ExpiredPins: rep.Pins, Duration: time.Since(start), Err: err})
+		}()
+	}
+	rep = GCReport{Retained: []string{}, Dropped: []string{}, Verdicts: []Verdict{}, Deletions: []Deletion{}}
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()

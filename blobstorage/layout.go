@@ -72,12 +72,18 @@ func introducedBy(key, owner, id string) bool {
 	return strings.HasPrefix(key, dirCheckpoints+id+"/") || strings.HasPrefix(key, dirShared+owner+"/"+id+"-")
 }
 
+// KeyClasses lists every class KeyClass returns but "other", for metrics
+// that register their series up front.
+var KeyClasses = []string{"record", "private", "shared", "pointer", "writer", "mark", "pin", "savepoint"}
+
 // KeyClass names the part of the layout a key belongs to, for metrics and
 // logs that count operations per kind of object: "record", "private",
 // "shared", "pointer", "writer", "mark", "pin", "savepoint", or "other"
 // for a key that is not Tidemark's.
 func KeyClass(key string) string {
 	switch {
+	case key == dirCheckpoints:
+		return "record" // the listing of records (loads, GC)
 	case key == keyLatest || key == keyLatestCompleted:
 		return "pointer"
 	case key == keyWriter:

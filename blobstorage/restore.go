@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -38,6 +39,11 @@ import (
 // The immutable files restored are remembered, so that a Save of a later
 // checkpoint that hard-links them references them instead of uploading.
 func (s *Storage) Restore(ctx context.Context, id string) (err error) {
+	st, start := RestoreStats{ID: id}, time.Now()
+	defer func() {
+		st.Duration, st.Err = time.Since(start), err
+		s.opts.Observer.Restored(st)
+	}()
 	if err := checkpoint.ValidateID(id); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
@@ -76,6 +82,12 @@ func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 	}()
 	if err := s.download(ctx, tmp, rec); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+	}
+	for _, files := range rec.Files {
+		for _, f := range files {
+			st.Files++
+			st.Bytes += f.Size
+		}
 	}
 	// Directories are fsynced before the rename, so that the renamed
 	// tree is durable; the parent after it, so that the rename is.

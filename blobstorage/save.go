@@ -111,13 +111,30 @@ type localFile struct {
 // data.ID must be newer than the checkpoint _latest names, except that the
 // writer that saved an id may save it again (prepared, then completed).
 // Save needs the writer role (Acquire).
-func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) error {
+func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (err error) {
 	if err := checkpoint.ValidateRecord(data); err != nil {
 		return fmt.Errorf("blobstorage: save: %w", err)
 	}
 	id := data.ID
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st := SaveStats{ID: id, Completed: data.Completed()}
+	start, requests := time.Now(), s.requests.n.Load()
+	var files []*localFile
+	defer func() {
+		for _, f := range files {
+			switch {
+			case f.uploaded:
+				st.UploadedFiles++
+				st.UploadedBytes += f.ref.Size
+			case f.ref.Key != "":
+				st.ReusedFiles++
+				st.ReusedBytes += f.ref.Size
+			}
+		}
+		st.Duration, st.Requests, st.Err = time.Since(start), int(s.requests.n.Load()-requests), err
+		s.opts.Observer.Saved(st)
+	}()
 	if err := s.checkWriterLocked(ctx); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
@@ -132,7 +149,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) err
 		}
 	}
 
-	files, err := s.walkStateDirs(data)
+	files, err = s.walkStateDirs(data)
 	if err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
@@ -193,7 +210,7 @@ func (s *Storage) writeRecordLocked(ctx context.Context, rec *Record) error {
 			return fmt.Errorf("checkpoint %q already exists: %w", rec.ID, rerr)
 		}
 		if old.Epoch > s.epoch {
-			s.fenced = true
+			s.markFencedLocked()
 			return fmt.Errorf("checkpoint %q already exists, written by epoch %d > ours %d: %w", rec.ID, old.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		newETag, err = s.bs.PutIfMatch(ctx, key, oldETag, bytes.NewReader(body))

@@ -55,6 +55,9 @@ type Options struct {
 	WriterName string
 	// Logger receives debug logs of GC deletions. Default: discard.
 	Logger *slog.Logger
+	// Observer, if set, hears of every Save, Restore, GC and fencing (for
+	// metrics; see package metrics). Default: none.
+	Observer Observer
 	// Classify reports whether a state file, named by its slash-separated
 	// path relative to its owner's state directory, is immutable once
 	// written and can therefore be shared by later checkpoints. Default:
@@ -82,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 	if o.Classify == nil {
 		o.Classify = pebblefile.Immutable
@@ -157,6 +163,8 @@ type writerRecord struct {
 // not uploaded again.
 type Storage struct {
 	bs blobstore.Blobstore
+	// requests counts the requests made through bs (SaveStats).
+	requests *requestCounter
 	// files reads state files: through blobstore.WithResumingReads, so
 	// that a connection lost mid-body resumes (files are immutable and
 	// their digests are checked, so a resumed read cannot pass unnoticed).
@@ -183,9 +191,11 @@ var _ checkpoint.Storage = (*Storage)(nil)
 // with blobstore.WithPrefix when several jobs share a bucket. It does no
 // I/O; call Acquire before the first Save.
 func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
+	rc := &requestCounter{Blobstore: bs}
 	return &Storage{
-		bs:         bs,
-		files:      blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions),
+		bs:         rc,
+		requests:   rc,
+		files:      blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
 		localDir:   localDir,
 		opts:       opts.withDefaults(),
 		recordETag: map[string]string{},
@@ -194,7 +204,7 @@ func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
 }
 
 // Blobstore returns the store the checkpoints live in.
-func (s *Storage) Blobstore() blobstore.Blobstore { return s.bs }
+func (s *Storage) Blobstore() blobstore.Blobstore { return s.requests.Blobstore }
 
 // LocalDir returns the directory holding the local state directories.
 func (s *Storage) LocalDir() string { return s.localDir }
@@ -452,7 +462,7 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 			// it) after our _writer check: its record is not ours to
 			// rewrite, and completing it would claim a commit of its
 			// transaction that nobody made.
-			s.fenced = true
+			s.markFencedLocked()
 			return fmt.Errorf("blobstorage: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		rec.Status = status

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidemark-io/tidemark/blobstorage"
 )
 
 // Values of the result label.
@@ -46,7 +47,7 @@ type CheckpointMetrics struct {
 	now func() time.Time // time.Now; tests replace it
 }
 
-var _ StorageObserver = (*CheckpointMetrics)(nil)
+var _ blobstorage.Observer = (*CheckpointMetrics)(nil)
 
 // NewCheckpointMetrics creates the checkpoint families and registers them
 // on reg (nil registers nothing), with both result series of every
@@ -127,7 +128,7 @@ func result(err error) string {
 // too: they were uploaded (or found) all the same, and they are what the
 // store was asked to do. The last-completed time moves only for a save
 // that completed the checkpoint without error.
-func (m *CheckpointMetrics) Saved(s SaveStats) {
+func (m *CheckpointMetrics) Saved(s blobstorage.SaveStats) {
 	m.saveDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 	m.requests.Observe(float64(s.Requests))
 	add(m.uploadedFiles, int64(s.UploadedFiles))
@@ -141,7 +142,7 @@ func (m *CheckpointMetrics) Saved(s SaveStats) {
 
 // Restored records a restore; its files and bytes are counted whatever
 // its result, as Saved counts a save's.
-func (m *CheckpointMetrics) Restored(s RestoreStats) {
+func (m *CheckpointMetrics) Restored(s blobstorage.RestoreStats) {
 	m.restoreDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 	add(m.restoredFiles, int64(s.Files))
 	add(m.restoredBytes, s.Bytes)
@@ -149,7 +150,7 @@ func (m *CheckpointMetrics) Restored(s RestoreStats) {
 
 // Collected records a garbage collection, counting what it deleted even
 // when it failed part way.
-func (m *CheckpointMetrics) Collected(s GCStats) {
+func (m *CheckpointMetrics) Collected(s blobstorage.GCStats) {
 	m.gcDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 	add(m.gcDeleted, int64(s.Deleted))
 	add(m.gcDeletedBytes, s.DeletedBytes)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidemark-io/tidemark/blobstorage"
 )
 
 func newCheckpointMetrics(t *testing.T) (*CheckpointMetrics, *prometheus.Registry) {
@@ -77,21 +78,21 @@ func TestCheckpointMetricsCount(t *testing.T) {
 	// A full checkpoint, an incremental one, one that failed part way,
 	// one written but not (yet) completed, and one whose record says
 	// completed but whose save failed after writing it.
-	m.Saved(SaveStats{ID: "1", Completed: true, Duration: 4 * time.Second, UploadedFiles: 10, UploadedBytes: 1000, Requests: 218})
-	m.Saved(SaveStats{ID: "2", Completed: true, Duration: 200 * time.Millisecond, UploadedFiles: 2, UploadedBytes: 30, ReusedFiles: 9, ReusedBytes: 990, Requests: 32})
+	m.Saved(blobstorage.SaveStats{ID: "1", Completed: true, Duration: 4 * time.Second, UploadedFiles: 10, UploadedBytes: 1000, Requests: 218})
+	m.Saved(blobstorage.SaveStats{ID: "2", Completed: true, Duration: 200 * time.Millisecond, UploadedFiles: 2, UploadedBytes: 30, ReusedFiles: 9, ReusedBytes: 990, Requests: 32})
 	m.now = func() time.Time {
 		t.Error("a failed or uncompleted save moved the last-completed time")
 		return time.Time{}
 	}
-	m.Saved(SaveStats{ID: "3", Completed: false, Duration: time.Second, UploadedFiles: 1, UploadedBytes: 7, Requests: 5, Err: errors.New("put: connection reset")})
-	m.Saved(SaveStats{ID: "4", Completed: false, Duration: time.Second, Requests: 3})
-	m.Saved(SaveStats{ID: "5", Completed: true, Duration: 500 * time.Millisecond, Requests: 1, Err: errors.New("move _latest-completed: fenced")})
+	m.Saved(blobstorage.SaveStats{ID: "3", Completed: false, Duration: time.Second, UploadedFiles: 1, UploadedBytes: 7, Requests: 5, Err: errors.New("put: connection reset")})
+	m.Saved(blobstorage.SaveStats{ID: "4", Completed: false, Duration: time.Second, Requests: 3})
+	m.Saved(blobstorage.SaveStats{ID: "5", Completed: true, Duration: 500 * time.Millisecond, Requests: 1, Err: errors.New("move _latest-completed: fenced")})
 
-	m.Restored(RestoreStats{ID: "2", Duration: 2 * time.Second, Files: 11, Bytes: 1020})
-	m.Restored(RestoreStats{ID: "2", Duration: time.Second, Files: 3, Bytes: 100, Err: errors.New("digest mismatch")})
+	m.Restored(blobstorage.RestoreStats{ID: "2", Duration: 2 * time.Second, Files: 11, Bytes: 1020})
+	m.Restored(blobstorage.RestoreStats{ID: "2", Duration: time.Second, Files: 3, Bytes: 100, Err: errors.New("digest mismatch")})
 
-	m.Collected(GCStats{Deleted: 6, DeletedBytes: 600, AbortedUploads: 1, ExpiredPins: 2, Duration: 300 * time.Millisecond})
-	m.Collected(GCStats{Deleted: 1, DeletedBytes: 10, Duration: 100 * time.Millisecond, Err: errors.New("list: 503")})
+	m.Collected(blobstorage.GCStats{Deleted: 6, DeletedBytes: 600, AbortedUploads: 1, ExpiredPins: 2, Duration: 300 * time.Millisecond})
+	m.Collected(blobstorage.GCStats{Deleted: 1, DeletedBytes: 10, Duration: 100 * time.Millisecond, Err: errors.New("list: 503")})
 
 	m.Fenced(7)
 	m.Fenced(8)
@@ -150,9 +151,9 @@ func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 // of panicking (Counter.Add panics on them).
 func TestCheckpointNegativeFiguresDoNotPanic(t *testing.T) {
 	m, reg := newCheckpointMetrics(t)
-	m.Saved(SaveStats{UploadedFiles: -1, UploadedBytes: -5, ReusedFiles: -1, ReusedBytes: -1, Requests: -1, Completed: true})
-	m.Restored(RestoreStats{Files: -1, Bytes: -1})
-	m.Collected(GCStats{Deleted: -1, DeletedBytes: -1, AbortedUploads: -1, ExpiredPins: -1})
+	m.Saved(blobstorage.SaveStats{UploadedFiles: -1, UploadedBytes: -5, ReusedFiles: -1, ReusedBytes: -1, Requests: -1, Completed: true})
+	m.Restored(blobstorage.RestoreStats{Files: -1, Bytes: -1})
+	m.Collected(blobstorage.GCStats{Deleted: -1, DeletedBytes: -1, AbortedUploads: -1, ExpiredPins: -1})
 	f := gather(t, reg)
 	for _, name := range checkpointCounters[:10] {
 		if v := f.value(t, name, counter, ""); v != 0 {
@@ -166,7 +167,7 @@ func TestCheckpointNegativeFiguresDoNotPanic(t *testing.T) {
 func TestCheckpointLastCompletedIsNow(t *testing.T) {
 	m, reg := newCheckpointMetrics(t)
 	before := float64(time.Now().UnixNano()) / 1e9
-	m.Saved(SaveStats{Completed: true})
+	m.Saved(blobstorage.SaveStats{Completed: true})
 	after := float64(time.Now().UnixNano()) / 1e9
 	v := gather(t, reg).value(t, "tidemark_checkpoint_last_completed_timestamp_seconds", gauge, "")
 	if v < before || v > after {
@@ -187,5 +188,5 @@ func TestCheckpointRegisterConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Saved(SaveStats{Completed: true})
+	m.Saved(blobstorage.SaveStats{Completed: true})
 }
