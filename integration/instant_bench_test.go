@@ -163,7 +163,7 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	}
 	pebbleBuilt := pebbleStore.snapshot()
 	ck0 := ckptCounts.snapshot()
-	id, objs := save()
+	_, objs := save()
 	full := ckptCounts.snapshot().sub(ck0)
 	var remoteBytes int64
 	for _, o := range objs {
@@ -195,7 +195,7 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	}
 	save()
 	waitStateQuiet(b, st, live)
-	id, _ = save()
+	id, _ := save()
 	incrSave, incrPebble := ckptCounts.snapshot().sub(ck0), pebbleStore.snapshot().sub(pb0)
 	incrRequests := requests.n.Load() - req0
 	b.Logf("1%% overwritten, two checkpoints: Save %s; Pebble %s; %d HTTP requests", incrSave.div(1), incrPebble.div(1), incrRequests)
