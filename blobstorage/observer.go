@@ -20,7 +20,9 @@ type Observer interface {
 	Fenced(epoch uint64)
 }
 
-// SaveStats describes one Save.
+// SaveStats describes one Save, or an UpdateStatus (the second step of
+// the two-phase protocol, which rewrites the record and moves the
+// pointers: no files).
 type SaveStats struct {
 	ID        string
 	Completed bool

@@ -443,12 +443,19 @@ func (s *Storage) Files(ctx context.Context, id string) (map[string][]FileRef, e
 // UpdateStatus rewrites the status of checkpoint id by compare-and-swap on
 // its record, then moves the pointers forward as Save does. It needs the
 // writer role. A missing record wraps checkpoint.ErrNotFound.
-func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint.Status) error {
+func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint.Status) (err error) {
 	if err := checkpoint.ValidateStatusUpdate(id, status); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The two-phase protocol completes a checkpoint here: the Observer
+	// hears of it as a save of the record (no files).
+	start, requests := time.Now(), s.requests.n.Load()
+	defer func() {
+		s.opts.Observer.Saved(SaveStats{ID: id, Completed: status != checkpoint.StatusPrepared, Duration: time.Since(start),
+			Requests: int(s.requests.n.Load() - requests), Err: err})
+	}()
 	if err := s.checkWriterLocked(ctx); err != nil {
 		return fmt.Errorf("blobstorage: update status %q: %w", id, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -75,4 +76,20 @@ func Open(ctx context.Context, rawURL string) (Blobstore, error) {
 			ErrInvalidURL, rawURL, u.Scheme, strings.Join(Schemes(), ", "))
 	}
 	return opener(ctx, u)
+}
+
+type loggerKey struct{}
+
+// ContextWithLogger returns ctx carrying l, for the stores Open opens with
+// it: a store logs its client's own diagnostics (s3store: the AWS SDK's
+// warnings) through l instead of to the terminal.
+func ContextWithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+// LoggerFromContext returns the logger ContextWithLogger put in ctx, or
+// nil.
+func LoggerFromContext(ctx context.Context) *slog.Logger {
+	l, _ := ctx.Value(loggerKey{}).(*slog.Logger)
+	return l
 }

@@ -20,6 +20,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		opts.Logger = blobstore.LoggerFromContext(ctx) // nil: discard
 		return New(ctx, opts)
 	})
 }

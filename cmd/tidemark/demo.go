@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
 	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/metrics"
 )
 
 // defaultDemoDir is the demo's default working directory.
@@ -41,6 +41,7 @@ type demoFlags struct {
 	batch       int
 	concurrency int
 	outage      time.Duration
+	metricsAddr string
 }
 
 // defaultOutage is how long a store outage the demo rides through.
@@ -118,6 +119,7 @@ offset in demo/base for later runs.`,
 	fl.DurationVar(&f.slow, "slow", defaultSlow, "sleep this long after each batch, to leave time to kill the job (0: full speed)")
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
 	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
 	return cmd
 }
@@ -154,16 +156,32 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	up := &uploads{}
-	bs := blobstore.Observe(raw, up)
-	storage := blobstorage.New(bs, filepath.Join(f.dir, "checkpoints"), blobstorage.Options{
-		Keep:        f.keep,
-		Concurrency: f.concurrency,
-	})
 	stderr := a.env.stderr
 	// Progress always goes to stderr, so that stdout holds only the
 	// result (one line, or JSON with --output json).
 	say := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	opts := blobstorage.Options{Keep: f.keep, Concurrency: f.concurrency, Logger: a.logger}
+	if f.metricsAddr != "" {
+		reg := metrics.NewRegistry()
+		bm, err := metrics.NewBlobstoreMetrics(reg, metrics.BlobstoreOptions{KeyClass: blobstorage.KeyClass, KeyClasses: blobstorage.KeyClasses})
+		if err != nil {
+			return err
+		}
+		cm, err := metrics.NewCheckpointMetrics(reg)
+		if err != nil {
+			return err
+		}
+		raw, opts.Observer = bm.Wrap(raw), cm
+		srv, err := metrics.Start(ctx, f.metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		say("metrics at %s", srv.URL())
+	}
+	up := &uploads{}
+	bs := blobstore.Observe(raw, up)
+	storage := blobstorage.New(bs, filepath.Join(f.dir, "checkpoints"), opts)
 	start := time.Now()
 	cfg := demo.Config{
 		Storage:      storage,
@@ -175,7 +193,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Interval:     f.interval,
 		EveryRecords: f.every,
 		PruneLocal:   true,
-		Logger:       slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:       a.logger,
 		GC: func(ctx context.Context) error {
 			_, err := storage.GC(ctx, blobstorage.GCOptions{})
 			return err

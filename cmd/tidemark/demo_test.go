@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +55,7 @@ func TestDemoExitsThreeWhenTheOutputIsNotExactlyOnce(t *testing.T) {
 	ctx := t.Context()
 	bs := openURL(t, store)
 	// A committed transaction the job never produced: counts doubled.
-	body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
+	body := forgedCommit(checkpoint.NewID(999), "tari\t5\n")
 	if err := bs.Put(ctx, "sink/out/"+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestDemoResumedFromASavepointExitsThreeOnWrongOutput(t *testing.T) {
 		damage func(t *testing.T, bs blobstore.Blobstore)
 	}{
 		{"a count doubled", func(t *testing.T, bs blobstore.Blobstore) {
-			body := "committed " + checkpoint.NewID(999) + "\ntari\t5\n"
+			body := forgedCommit(checkpoint.NewID(999), "tari\t5\n")
 			if err := bs.Put(ctx, demo.OutPrefix+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
 				t.Fatal(err)
 			}
@@ -197,4 +199,11 @@ func TestDemoOnAFreshNodeWithALostStateFileExitsThree(t *testing.T) {
 	if code != exitVerify || !strings.Contains(errOut, lost) {
 		t.Fatalf("demo on a fresh node: exit %d, want %d naming %s\n%s", code, exitVerify, lost, errOut)
 	}
+}
+
+// forgedCommit is a committed sink transaction of id with output, as the
+// demo's sink writes one, that no job produced.
+func forgedCommit(id, output string) string {
+	sum := sha256.Sum256([]byte(output))
+	return "committed " + id + " " + demo.StagedKey(id, "e1") + " sha256:" + hex.EncodeToString(sum[:]) + "\n" + output
 }

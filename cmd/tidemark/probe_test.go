@@ -110,10 +110,14 @@ func TestProbeOnAStoreWhoseEndpointEnforcesThem(t *testing.T) {
 
 func TestCommandsThatTakeTheWriterRoleRefuseAnEndpointThatIgnoresConditions(t *testing.T) {
 	store := probeScheme + "://ignored"
+	// A good savepoint elsewhere: restore verifies it, then refuses to
+	// take the writer role on the endpoint.
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
 	for _, args := range [][]string{
 		demoArgs(t.TempDir(), store),
 		{"gc", "--confirm", "--keep", "1"},
-		{"savepoint", "restore", "v1"},
+		{"savepoint", "restore", "v1", "--from", src},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			out, errOut, code := tm(t, store, args...)

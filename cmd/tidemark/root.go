@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/logging"
+	"github.com/tidemark-io/tidemark/internal/version"
 )
 
 // storeEnv is the environment variable that supplies --store.
@@ -23,11 +26,14 @@ const storeEnv = "TIDEMARK_STORE"
 
 // app is the state shared by the commands of one run.
 type app struct {
-	env      env
-	store    string        // --store
-	output   string        // --output
-	timeout  time.Duration // --timeout
-	progress string        // --progress
+	env       env
+	store     string        // --store
+	output    string        // --output
+	timeout   time.Duration // --timeout
+	progress  string        // --progress
+	logLevel  string        // --log-level
+	logFormat string        // --log-format
+	logger    *slog.Logger  // from the two above
 
 	// cmdCtx is the command's context under --timeout, cancelled by
 	// cancel when run returns.
@@ -62,6 +68,7 @@ conditional writes), 130 interrupted.`,
   tidemark savepoint create before-upgrade
   tidemark savepoint cp before-upgrade $TIDEMARK_STORE s3://backup/wordcount
   tidemark verify before-upgrade --output json`,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// A bare "tidemark" with an unknown argument is a usage error.
@@ -75,12 +82,22 @@ conditional writes), 130 interrupted.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.store, "store", "", "store URL (default $"+storeEnv+")")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	pf.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	pf.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&a.progress, "progress", "auto", "progress bars on stderr: auto (on a terminal, not with --output json), always or never")
 	pf.DurationVar(&a.timeout, "timeout", 0, "give up the whole command after this long, saying it timed out (0: no limit beyond the store's own per-request deadlines)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if a.output != "text" && a.output != "json" {
 			return usagef("--output must be text or json, not %q", a.output)
 		}
+		l, err := logging.New(a.env.stderr, a.logLevel, a.logFormat)
+		if err != nil {
+			return usageError{err}
+		}
+		a.logger = l
+		// Stores opened from URLs log their clients' diagnostics (the AWS
+		// SDK's warnings) through the same logger.
+		cmd.SetContext(blobstore.ContextWithLogger(cmd.Context(), l))
 		if a.progress != "auto" && a.progress != "always" && a.progress != "never" {
 			return usagef("--progress must be auto, always or never, not %q", a.progress)
 		}
@@ -104,6 +121,7 @@ conditional writes), 130 interrupted.`,
 		a.savepointCmd(),
 		a.gcCmd(),
 		a.probeCmd(),
+		a.versionCmd(),
 	)
 	return root
 }
