@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/filestore"
 	"github.com/tidemark-io/tidemark/internal/demofault"
@@ -172,30 +172,16 @@ func TestRunWithFileStorageKeepsStateLocally(t *testing.T) {
 func TestRunRefusesAStoreOfAnotherJob(t *testing.T) {
 	bs := fileStore(t)
 	mustComplete(t, node(t, bs))
-	writer := readWriter(t, bs)
+	writer := string(blobstoretest.Get(t, bs, "_writer"))
 	other := node(t, bs)
 	other.Records = 30_000
 	if _, err := Run(t.Context(), other); !errors.Is(err, ErrJobMismatch) {
 		t.Fatalf("run with other records: %v, want ErrJobMismatch", err)
 	}
 	// Refused before taking the writer role: the job there is not fenced.
-	if got := readWriter(t, bs); got != writer {
+	if got := string(blobstoretest.Get(t, bs, "_writer")); got != writer {
 		t.Fatalf("the refused run changed _writer:\n%s\nwas\n%s", got, writer)
 	}
-}
-
-func readWriter(t *testing.T, bs blobstore.Blobstore) string {
-	t.Helper()
-	rc, err := bs.Get(t.Context(), "_writer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func TestRunDetectsOutputProducedTwice(t *testing.T) {

@@ -418,7 +418,7 @@ func TestRemoteMissingObjectFailsReadsNamingIt(t *testing.T) {
 
 func TestRemoteCorruptObjectFailsReads(t *testing.T) {
 	s, victim := restoreAfter(t, func(bs *memstore.Store, o RemoteObject) {
-		data := get(t, bs, o.Key)
+		data := blobstoretest.Get(t, bs, o.Key)
 		for i := 100; i < len(data)/2; i += 997 {
 			data[i] ^= 0x5a
 		}
@@ -436,7 +436,7 @@ func TestRemoteCorruptObjectFailsReads(t *testing.T) {
 
 func TestRemoteTruncatedObjectFailsReads(t *testing.T) {
 	s, victim := restoreAfter(t, func(bs *memstore.Store, o RemoteObject) {
-		put(t, bs, o.Key, get(t, bs, o.Key)[:o.Size/2])
+		put(t, bs, o.Key, blobstoretest.Get(t, bs, o.Key)[:o.Size/2])
 	})
 	err := checkRemote(t, s, 1, "op-a")
 	if err == nil {
@@ -446,20 +446,6 @@ func TestRemoteTruncatedObjectFailsReads(t *testing.T) {
 	if !errors.Is(err, ErrRemoteObject) || !strings.Contains(err.Error(), victim.Key) {
 		t.Fatalf("read with %q truncated: %v; want an error naming it", victim.Key, err)
 	}
-}
-
-func get(t *testing.T, bs blobstore.Blobstore, key string) []byte {
-	t.Helper()
-	rc, err := bs.Get(t.Context(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func put(t *testing.T, bs blobstore.Blobstore, key string, data []byte) {

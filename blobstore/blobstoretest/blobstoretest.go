@@ -148,9 +148,13 @@ func mustPut(t *testing.T, bs blobstore.Blobstore, key string, b []byte) {
 	}
 }
 
-func mustGet(t *testing.T, bs blobstore.Blobstore, key string) []byte {
+func mustGet(t *testing.T, bs blobstore.Blobstore, key string) []byte { return Get(t, bs, key) }
+
+// Get returns the content of the object at key, failing t if it cannot
+// be read.
+func Get(t testing.TB, bs blobstore.Blobstore, key string) []byte {
 	t.Helper()
-	rc, err := bs.Get(ctxFor(t), key)
+	rc, err := bs.Get(t.Context(), key)
 	if err != nil {
 		t.Fatalf("Get(%q): %v", key, err)
 	}

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"path/filepath"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -109,34 +109,20 @@ func TestSavepointRestoreOntoItsOwnStoreRollsBack(t *testing.T) {
 	// A refused restore (the savepoint is corrupt) must not take the
 	// writer role: _writer is byte-for-byte what it was.
 	bs := openURL(t, store)
-	writer := readKey(t, bs, "_writer")
+	writer := string(blobstoretest.Get(t, bs, "_writer"))
 	corruptSavepoint(t, bs, "before-upgrade")
 	if _, errOut, code := tm(t, store, "savepoint", "restore", "before-upgrade"); code != exitVerify {
 		t.Fatalf("restore of a corrupt savepoint: exit %d, want %d\n%s", code, exitVerify, errOut)
 	}
-	if got := readKey(t, bs, "_writer"); got != writer {
+	if got := string(blobstoretest.Get(t, bs, "_writer")); got != writer {
 		t.Fatalf("a refused restore changed _writer:\n%s\nwas\n%s", got, writer)
 	}
-}
-
-func readKey(t *testing.T, bs blobstore.Blobstore, key string) string {
-	t.Helper()
-	rc, err := bs.Get(t.Context(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // corruptSavepoint flips a byte in the middle of savepoint label's archive.
 func corruptSavepoint(t *testing.T, bs blobstore.Blobstore, label string) {
 	t.Helper()
-	b := []byte(readKey(t, bs, checkpoint.SavepointKey(label)))
+	b := blobstoretest.Get(t, bs, checkpoint.SavepointKey(label))
 	b[len(b)/2] ^= 0xff
 	if err := bs.Put(t.Context(), checkpoint.SavepointKey(label), bytes.NewReader(b)); err != nil {
 		t.Fatal(err)
