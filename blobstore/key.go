@@ -12,10 +12,13 @@ import (
 const MaxKeyLen = 1024
 
 // MaxSegmentLen is the longest '/'-separated segment of a key, in bytes.
-// S3 itself allows longer segments, but filesystems (NAME_MAX) and MinIO,
-// which stores a segment as a file name, do not; one rule for every store
-// keeps a key that works on one working on all.
-const MaxSegmentLen = 255
+// S3 itself allows longer segments, but filesystems (NAME_MAX, 255) and
+// MinIO, which stores a segment as a file name, do not; and a MinIO whose
+// data lives on an overlay filesystem (the writable layer of a container)
+// refuses names over 251 bytes, since overlayfs needs room for its ".wh."
+// whiteout names. One rule for every store keeps a key that works on one
+// working on all.
+const MaxSegmentLen = 251
 
 // reservedSegment is a segment no key may have, compared without regard
 // to case. MinIO keeps an object's metadata in the file xl.meta inside a
@@ -36,7 +39,7 @@ const dirObjectSuffix = "__XLDIR__"
 
 // ValidateKey reports whether key obeys the key rules: 1–1024 bytes of
 // valid UTF-8, '/'-separated, no leading '/', no empty segment, no segment
-// over 255 bytes, no control characters (C0, DEL or C1) nor U+FFFE or
+// over 251 bytes, no control characters (C0, DEL or C1) nor U+FFFE or
 // U+FFFF (which XML, and so an S3 listing, cannot carry), no dot segment,
 // no segment named xl.meta and no "__XLDIR__" at the end (MinIO's own
 // names for metadata and directory markers), and no segment

@@ -284,10 +284,9 @@ func blobStoragePassesStorageSuite(t *testing.T, srv *miniotest.Server) {
 	})
 	t.Run("PrefixPerSubtest", func(t *testing.T) {
 		shared := openBucket(t, srv, srv.NewBucket(t))
-		n := 0
+		var n atomic.Int64 // the subtests run in parallel
 		storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
-			n++
-			bs, err := blobstore.WithPrefix(shared, fmt.Sprintf("jobs/job-%d", n))
+			bs, err := blobstore.WithPrefix(shared, fmt.Sprintf("jobs/job-%d", n.Add(1)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,7 +37,7 @@ func smallState(t *testing.T, s *blobstorage.Storage, id, tag string) map[string
 		t.Fatal(err)
 	}
 	for name, content := range map[string]string{
-		tag + ".sst":      strings.Repeat("table "+tag+" ", 200),
+		"000001.sst":      strings.Repeat("table "+tag+" ", 200), // a Pebble table name: shared
 		"MANIFEST-000001": "manifest of " + id + " by " + tag,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
