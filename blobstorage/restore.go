@@ -25,10 +25,14 @@ import (
 // Restore downloads the state directories of checkpoint id into
 // StateDir(id), for a node that does not have them (an empty disk). Every
 // file is downloaded in parallel into a temporary directory beside it,
-// its size and SHA-256 checked in the same pass, fsynced, and the whole
-// directory renamed into place: StateDir(id) either appears complete and
-// verified or not at all. If StateDir(id) exists already and its files
-// have the recorded sizes, Restore downloads nothing.
+// its size and SHA-256 checked in the same pass, and the whole directory
+// renamed into place: StateDir(id) either appears complete and verified
+// or not at all. The files are not fsynced one by one: a marker makes a
+// machine crash detectable instead (see unsynced.go). If StateDir(id)
+// exists already and its files have the recorded sizes, Restore downloads
+// nothing — unless it was restored unsynced before the machine restarted,
+// when its digests are checked first and it is restored afresh if one
+// differs.
 //
 // While it runs, Restore keeps a pin (pins/<id>/<nonce>) that stops GC
 // from deleting the checkpoint. A file deleted anyway (a GC older than
@@ -61,11 +65,26 @@ func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 		if err := checkSizes(dst, rec); err != nil {
 			return fmt.Errorf("blobstorage: restore %q: %s exists and does not match the record: %w", id, dst, err)
 		}
-		s.seedCache(dst, rec)
-		return nil
+		if !unsyncedSinceReboot(dst) {
+			s.seedCache(dst, rec)
+			return nil
+		}
+		// Written unsynced before the machine restarted: trust it only
+		// if every digest holds, else restore it afresh.
+		if err := checkDigests(dst, rec); err == nil {
+			if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+			}
+			s.seedCache(dst, rec)
+			return nil
+		}
+		if err := os.RemoveAll(dst); err != nil {
+			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
+	boot := bootID() // "" where there is none: then every file is fsynced
 	if err := os.MkdirAll(s.localDir, 0o755); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
@@ -80,7 +99,7 @@ func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := s.download(ctx, tmp, rec); err != nil {
+	if err := s.download(ctx, tmp, rec, boot == ""); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	for _, files := range rec.Files {
@@ -90,8 +109,17 @@ func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 		}
 	}
 	// Directories are fsynced before the rename, so that the renamed
-	// tree is durable; the parent after it, so that the rename is.
+	// tree is durable; the parent after it, so that the rename is. The
+	// files' data is not (see unsynced.go): the marker saying so is
+	// durable before the rename.
 	if err := fsync.Tree(tmp); err != nil {
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+	}
+	if boot != "" {
+		if err := writeBootMarker(dst, boot); err != nil {
+			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+		}
+	} else if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
@@ -127,7 +155,7 @@ func localPath(root string, rec *Record, owner string, f FileRef) string {
 }
 
 // download fetches every file of rec under root, verifying each.
-func (s *Storage) download(ctx context.Context, root string, rec *Record) error {
+func (s *Storage) download(ctx context.Context, root string, rec *Record, syncFiles bool) error {
 	for _, rel := range rec.StateDirs {
 		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(rel)), 0o755); err != nil {
 			return err
@@ -139,7 +167,7 @@ func (s *Storage) download(ctx context.Context, root string, rec *Record) error 
 		for _, f := range rec.Files[owner] {
 			dst := localPath(root, rec, owner, f)
 			g.Go(func() error {
-				if err := s.downloadFile(gctx, dst, f); err != nil {
+				if err := s.downloadFile(gctx, dst, f, syncFiles); err != nil {
 					return fmt.Errorf("owner %q file %s (key %q): %w", owner, f.Path, f.Key, err)
 				}
 				return nil
@@ -150,8 +178,8 @@ func (s *Storage) download(ctx context.Context, root string, rec *Record) error 
 }
 
 // downloadFile writes the object f.Key to dst, checking size and digest
-// as it streams, and fsyncs it.
-func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef) (err error) {
+// as it streams, and fsyncs it if syncFile (see unsynced.go).
+func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncFile bool) (err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -167,7 +195,10 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef) (err 
 	if err := s.readVerified(ctx, f, fh); err != nil {
 		return err
 	}
-	return fh.Sync()
+	if syncFile {
+		return fh.Sync()
+	}
+	return nil
 }
 
 // readVerified copies the object f.Key to w, checking its size and digest
