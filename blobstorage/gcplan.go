@@ -16,14 +16,14 @@ const (
 	KeepPinned          Reason = "pinned by a restore in progress"
 	KeepLatestCompleted Reason = "named by _latest-completed"
 	KeepLatest          Reason = "named by _latest"
-	KeepNewest          Reason = "one of the newest Keep completed checkpoints"
+	KeepNewest          Reason = "one of the newest completed checkpoints retention keeps (Options.Keep, gc --keep)"
 	KeepUnreadable      Reason = "its record could not be read: kept rather than guessed at"
 	KeepInProgress      Reason = "younger than the grace period: a save may be in progress"
 )
 
 // Reasons to delete.
 const (
-	DropOld          Reason = "completed, older than the newest Keep completed checkpoints"
+	DropOld          Reason = "completed, older than the newest completed checkpoints retention keeps (Options.Keep, gc --keep)"
 	DropAbandoned    Reason = "prepared, older than the latest completed checkpoint: abandoned"
 	DropStale        Reason = "newer than the latest completed checkpoint but older than the grace period: a save that never completed"
 	DropOrphan       Reason = "files without a record, older than the grace period: a save that crashed"

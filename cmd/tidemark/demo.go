@@ -80,17 +80,20 @@ the two-phase protocol (state and offsets persisted as prepared, sink transactio
 committed, checkpoint completed) every --interval, and a transactional file sink.
 
 Checkpoints go to the store (default: file://<dir>/store, a directory that behaves
-like a bucket; or --store s3://…), the live state to <dir>/live. On start the job
+like a bucket; or --store s3://…; unlike the operator commands the demo never
+reads $TIDEMARK_STORE, since it takes the writer role), the live state to
+<dir>/live. On start the job
 checks that the store enforces conditional writes (as tidemark probe does; it
 refuses to run on an endpoint that ignores them), takes the writer role (fencing
 any previous writer), recovers the latest completed checkpoint (promoting a
 prepared one whose sink transaction committed), downloads its state if this node
 does not have it, and continues from its offsets.
 
-Kill it at any moment (Ctrl-C, kill -9, --crash-after-records, or delete <dir> to
-play a new node with an empty disk) and run the same command again: it resumes,
-and at the end it checks that the committed output holds every record exactly
-once, says so, and exits 3 if not.
+Kill it at any moment (Ctrl-C, kill -9, --crash-after-records) and run the same
+command again: it resumes, and at the end it checks that the committed output
+holds every record exactly once, says so, and exits 3 if not. To play a fresh
+node with an empty disk, give another, empty --dir and the same --store (the
+default store is inside --dir, so deleting <dir> would start a new job).
 
 A job resumed from a savepoint restored out of another store (savepoint create on
 one store, savepoint cp to another, savepoint restore there, then demo there) is

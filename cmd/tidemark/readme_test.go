@@ -20,7 +20,7 @@ func readmeCommands(t *testing.T) []string {
 	text := string(b)
 	var cmds []string
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "go run ./cmd/tidemark demo") {
+		if strings.HasPrefix(line, "go run ./cmd/tidemark demo") || strings.HasPrefix(line, "rm -rf ") {
 			cmds = append(cmds, line)
 		}
 	}
@@ -101,6 +101,16 @@ func TestReadmeCommandsRunAsWritten(t *testing.T) {
 			k, v, _ := strings.Cut(w[1], "=")
 			vars[k] = v
 			continue
+		case len(w) >= 2 && w[0] == "rm" && w[1] == "-rf":
+			for _, p := range w[2:] {
+				if filepath.IsAbs(p) || !filepath.IsLocal(p) {
+					t.Fatalf("README line %q removes %q, outside the directory it runs in", line, p)
+				}
+				if err := os.RemoveAll(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			continue
 		case len(w) >= 3 && w[0] == "go" && w[1] == "run":
 			w = append([]string{"tidemark"}, w[3:]...)
 		}
@@ -108,11 +118,20 @@ func TestReadmeCommandsRunAsWritten(t *testing.T) {
 			t.Fatalf("README line %q is not a tidemark command this test can run", line)
 		}
 		out, errOut, code := tmEnv(t, vars, w[1:]...)
-		if code != 0 {
+		crash := strings.Contains(line, "--crash-after-records")
+		switch {
+		case crash && code != exitCrashed:
+			t.Fatalf("README command %q: exit %d, want the crash (%d)\nstdout: %s\nstderr: %s", line, code, exitCrashed, out, errOut)
+		case crash:
+			continue
+		case code != 0:
 			t.Fatalf("README command %q: exit %d\nstdout: %s\nstderr: %s", line, code, out, errOut)
 		}
 		if strings.Contains(line, " demo") && !strings.Contains(out, "exactly-once: OK") {
 			t.Fatalf("README command %q did not end exactly-once OK:\n%s", line, out)
+		}
+		if strings.Contains(line, "--dir .tidemark-node2") && !strings.Contains(errOut, "resumed from checkpoint") {
+			t.Fatalf("README's fresh node %q did not resume from the crashed job's checkpoint:\n%s", line, errOut)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".tidemark", "backup", "savepoints", "before-upgrade")); err != nil {

@@ -59,7 +59,7 @@ The store is a URL, given with --store or $TIDEMARK_STORE:
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 verification failed (corrupt data, the
 demo's exactly-once check failed, or probe found that the endpoint ignores
-conditional writes), 130 interrupted.`,
+conditional writes), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).`,
 		Example: `  # the demo: a word-count job that checkpoints to ./.tidemark/store
   tidemark demo
   # inspect what it left
@@ -75,7 +75,8 @@ conditional writes), 130 interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.SuggestionsMinimumDistance = 2 // "did you mean" for a mistyped command
+	root.SetVersionTemplate("tidemark {{.Version}}\n") // as tidemark version prints it
+	root.SuggestionsMinimumDistance = 2                // "did you mean" for a mistyped command
 	root.SetOut(a.env.stdout)
 	root.SetErr(a.env.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

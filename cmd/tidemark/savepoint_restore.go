@@ -78,7 +78,7 @@ restore changes nothing.`,
 			}
 			a.emit(map[string]any{"label": label, "checkpoint": id, "rolled_back_from": from, "store": storeURL}, func(w io.Writer) {
 				if from != "" {
-					fmt.Fprintf(w, "savepoint %s (checkpoint %s) restored as checkpoint %s, a new lineage after the store's newer checkpoints; it is now the latest completed checkpoint of %s\n", label, from, id, storeURL)
+					fmt.Fprintf(w, "savepoint %s (checkpoint %s) restored as checkpoint %s, a new lineage after the store's checkpoints at least as new; it is now the latest completed checkpoint of %s\n", label, from, id, storeURL)
 					return
 				}
 				fmt.Fprintf(w, "savepoint %s restored as checkpoint %s, now the latest completed checkpoint of %s\n", label, id, storeURL)
