@@ -58,16 +58,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	keysPerOwner := uint64(stateMiB) << 20 / valueSize / owners
 	ctx := context.Background()
 
-	srv := miniotest.Shared(b)
-	requests := &countingTransport{base: benchTransport()}
-	raw, err := s3store.New(ctx, s3store.Options{
-		Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
-		HTTPClient: &http.Client{Transport: requests},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	raw, requests := countedBucket(b, 0)
 	store := &countingStore{Blobstore: raw}
 
 	// Build the state. Values are pseudo-random, so Pebble's block
@@ -516,16 +507,7 @@ func (c *countingStore) Delete(ctx context.Context, key string) error {
 // bill of each is logged.
 func TestSaveAndRestoreSendNoListRequests(t *testing.T) {
 	ctx := t.Context()
-	srv := miniotest.Shared(t)
-	requests := &countingTransport{base: benchTransport()}
-	bs, err := s3store.New(ctx, s3store.Options{
-		Bucket: srv.NewBucket(t), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: s3store.MinPartSize,
-		HTTPClient: &http.Client{Transport: requests},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bs, requests := countedBucket(t, s3store.MinPartSize)
 	w := acquiredWriter(t, bs, blobstorage.Options{})
 	bill := func(what string, op func()) {
 		t.Helper()
@@ -553,7 +535,7 @@ func TestSaveAndRestoreSendNoListRequests(t *testing.T) {
 	})
 	// The next checkpoint hard-links the tables, as Pebble does, and
 	// rewrites the rest.
-	err = filepath.WalkDir(w.StateDir(id1), func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(w.StateDir(id1), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -604,14 +586,8 @@ func TestSaveAndRestoreSendNoListRequests(t *testing.T) {
 func BenchmarkRestoreFiles(b *testing.B) {
 	files, fileMiB := envInt(b, "TIDEMARK_BENCH_FILES", 256), envInt(b, "TIDEMARK_BENCH_FILE_MIB", 4)
 	ctx := context.Background()
-	srv := miniotest.Shared(b)
-	bs, err := s3store.New(ctx, s3store.Options{
-		Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, HTTPClient: &http.Client{Transport: benchTransport()},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := miniotest.Shared(b) // its CPU time is measured too
+	bs, _ := countedBucket(b, 0)
 	w := blobstorage.New(bs, b.TempDir(), blobstorage.Options{})
 	if _, err := w.Acquire(ctx); err != nil {
 		b.Fatal(err)
@@ -695,4 +671,21 @@ func processCPU(b *testing.B, pid int) cpuTimes {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return cpuTimes{ut / 100, st / 100}
+}
+
+// countedBucket opens an s3store.Store on a fresh bucket of the shared
+// MinIO whose HTTP requests are counted (partSize 0: the default).
+func countedBucket(tb testing.TB, partSize int64) (*s3store.Store, *countingTransport) {
+	tb.Helper()
+	srv := miniotest.Shared(tb)
+	requests := &countingTransport{base: benchTransport()}
+	bs, err := s3store.New(tb.Context(), s3store.Options{
+		Bucket: srv.NewBucket(tb), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: partSize,
+		HTTPClient: &http.Client{Transport: requests},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bs, requests
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,8 +15,6 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/integration/miniotest"
-	"github.com/tidemark-io/tidemark/s3store"
 	"github.com/tidemark-io/tidemark/state"
 )
 
@@ -96,16 +93,7 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	keysPerOwner := uint64(stateMiB) << 20 / valueSize / owners
 	ctx := context.Background()
 
-	srv := miniotest.Shared(b)
-	requests := &countingTransport{base: benchTransport()}
-	raw, err := s3store.New(ctx, s3store.Options{
-		Bucket: srv.NewBucket(b), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
-		HTTPClient: &http.Client{Transport: requests},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	raw, requests := countedBucket(b, 0)
 	// Pebble's objects and the checkpoint layer's files are counted apart.
 	pebbleStore := &countingStore{Blobstore: raw}
 	ckptCounts := &countingStore{Blobstore: raw}
