@@ -119,6 +119,10 @@ type Record struct {
 	Epoch uint64 `json:"epoch"`
 	// Files maps each owner of checkpoint.CheckpointData.StateDirs to its files.
 	Files map[string][]FileRef `json:"files"`
+	// Remote maps owners in remote mode to the objects under RemotePrefix
+	// their state references (see UseRemote): owned by the checkpoint,
+	// not uploaded by it.
+	Remote map[string][]RemoteRef `json:"remote,omitempty"`
 }
 
 // pointer is the content of _latest and _latest-completed. An empty
@@ -180,6 +184,7 @@ type Storage struct {
 	writerETag string            // ETag of the _writer we wrote
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
+	remote     RemoteState       // UseRemote; nil: local mode
 
 	cache fileCache
 }
