@@ -185,6 +185,9 @@ type Storage struct {
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
 	remote     RemoteState       // UseRemote; nil: local mode
+	// remoteKnown maps remote objects a Save checked (or GC did not
+	// delete) to the epoch they were known to exist in.
+	remoteKnown map[string]uint64
 
 	cache fileCache
 }
@@ -198,13 +201,14 @@ var _ checkpoint.Storage = (*Storage)(nil)
 func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
 	rc := &requestCounter{Blobstore: bs}
 	return &Storage{
-		bs:         rc,
-		requests:   rc,
-		files:      blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
-		localDir:   localDir,
-		opts:       opts.withDefaults(),
-		recordETag: map[string]string{},
-		cache:      fileCache{m: map[fileIdent]cachedFile{}},
+		bs:          rc,
+		requests:    rc,
+		files:       blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
+		localDir:    localDir,
+		opts:        opts.withDefaults(),
+		recordETag:  map[string]string{},
+		remoteKnown: map[string]uint64{},
+		cache:       fileCache{m: map[fileIdent]cachedFile{}},
 	}
 }
 
@@ -372,8 +376,9 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, err
 	}
 	var extra struct {
-		Epoch uint64               `json:"epoch"`
-		Files map[string][]FileRef `json:"files"`
+		Epoch  uint64                 `json:"epoch"`
+		Files  map[string][]FileRef   `json:"files"`
+		Remote map[string][]RemoteRef `json:"remote"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -381,7 +386,10 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateFiles(d, extra.Files); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
+	if err := validateRemote(d, extra.Remote); err != nil {
+		return nil, fmt.Errorf("decode record: %w", err)
+	}
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Remote: extra.Remote}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no
