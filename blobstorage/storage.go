@@ -185,6 +185,7 @@ type Storage struct {
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
 	remote     RemoteState       // UseRemote; nil: local mode
+	imported   *importedRemote   // set by SaveImported for its Save
 	// remoteKnown maps remote objects a Save checked (or GC did not
 	// delete) to the epoch they were known to exist in.
 	remoteKnown map[string]uint64
