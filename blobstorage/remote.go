@@ -97,6 +97,9 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 		}
 		return nil, nil
 	}
+	if len(data.StateDirs) == 0 {
+		return nil, nil // no state (and maybe no StateDir) in this checkpoint
+	}
 	refs, err := s.remote.CheckpointObjects(ctx, s.StateDir(data.ID))
 	if err != nil {
 		return nil, fmt.Errorf("remote objects: %w", err)
