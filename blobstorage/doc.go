@@ -11,6 +11,7 @@
 //	checkpoints/<id>/checkpoint.json                  the record (Record as JSON)
 //	checkpoints/<id>/private/e<epoch>/<owner>/<path>  mutable files (MANIFEST, OPTIONS, WAL…)
 //	shared/<owner>/<id>-e<epoch>/<path>               immutable files (SSTs), uploaded once
+//	remote/<owner>/e<epoch>-<nonce>/<name>            remote mode: SSTs Pebble wrote itself (see below)
 //	_latest, _latest-completed                         pointers {"id", "epoch"}, moved by CAS
 //	_writer                                            writer epoch {"epoch", "writer", "since"}
 //	_tidemark                                          the store's identity mark {"format", "created"}
@@ -21,6 +22,38 @@
 // never overwrites the new writer's bytes; shared files are named by the
 // checkpoint and epoch that first uploaded them, so a name is never
 // recycled (no ABA). KeyClass names the part of the layout a key is in.
+//
+// # Remote mode
+//
+// With state in remote mode (state.Options.Remote with Store the
+// Storage's Blobstore, Prefix RemotePrefix and Generation
+// RemoteGeneration(epoch), then UseRemote), Pebble writes SSTs to
+// remote/<owner>/<locator>/ itself, the locator being the generation of
+// the writer's epoch plus a random suffix drawn at every open. A Save
+// uploads only the local files and records, per owner, the remote
+// objects the checkpoint references (Record.Remote): ownership passes to
+// the checkpoint, nothing is copied. Restore downloads only the files;
+// the state is then opened with the same RemoteOptions (the new writer's
+// generation) and reads the objects where they are. Verify checks that
+// each exists with its recorded size.
+//
+// A fenced writer's new objects are under its own epoch's generation and
+// in no checkpoint of its successor, which restored an earlier one; its
+// Save fails with checkpoint.ErrFenced before recording any.
+//
+// GC owns the remote objects: it deletes one only if no retained
+// checkpoint (kept by retention, a pointer or a pin) references it, it is
+// older than Grace (Pebble uploads an object before it records it), and
+// it is not the live writer's. The generation of the epoch in _writer is
+// left alone by any GC but that writer's (a dry run, tidemark gc); the
+// writer's own GC (UseRemote) deletes the objects under its open
+// databases' prefixes that they no longer use, and keeps the rest of its
+// generation. Objects of other epochs (earlier, fenced writers) go once
+// unreferenced and past Grace. Keys under remote/ without such a locator
+// are left alone. A savepoint of such a checkpoint carries the objects
+// (paths under archive.RemotePrefix, their keys), and extracting it into
+// a Storage puts them back under the same keys (SaveImported); a
+// checkpoint.FileStorage target is refused before anything is written.
 //
 // # Store identity
 //
@@ -36,5 +69,5 @@
 //
 // storage.go holds the type, its options and the loads; layout.go every
 // key; fence.go the writer role; save.go, restore.go, gc.go, archive.go
-// one operation each.
+// one operation each; remote.go the remote mode.
 package blobstorage

@@ -42,6 +42,12 @@ import (
 //
 // The immutable files restored are remembered, so that a Save of a later
 // checkpoint that hard-links them references them instead of uploading.
+//
+// Of a checkpoint of state in remote mode only the files are downloaded
+// (MANIFEST, OPTIONS, remote object catalog, WAL, local SSTs): the remote
+// objects stay in the store, and the state is opened with
+// state.Options.Remote{Store: the same Blobstore, Prefix: RemotePrefix,
+// Generation: RemoteGeneration(epoch)} (then UseRemote).
 func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 	st, start := RestoreStats{ID: id}, time.Now()
 	defer func() {

@@ -30,7 +30,8 @@ type archiveSource interface {
 
 // ArchiveCheckpoint writes a self-contained archive (package archive) of
 // checkpoint id — its JSON record plus a real copy of every per-owner
-// state directory, as state/<owner>/… — to w. Unlike the live checkpoint
+// state directory, as state/<owner>/… — to w. A blobstorage.Storage adds the
+// remote objects of state in remote mode, as remote/<owner>/…. Unlike the live checkpoint
 // (Pebble hard-links on one filesystem), the archive is portable: it can be
 // moved to another volume, host, or object store and extracted anywhere.
 //
@@ -110,6 +111,12 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // existing one (the pointers never move backwards), and records the id it
 // was restored from under RestoredFromKey in Source. The newer checkpoints
 // stay until retention drops them. The returned id is the one dst holds.
+//
+// An archive of state in remote mode carries the remote objects too
+// (archive.RemotePrefix): dst must be able to hold them (a
+// blobstorage.Storage, which uploads them under the same keys and records
+// them, so that the state opens in remote mode on dst's store); any other
+// Storage is refused with ErrRemoteState before anything is written.
 //
 // A staging directory left by a crash is named like an orphan state
 // directory, so FileStorage.SweepOrphans removes it.
