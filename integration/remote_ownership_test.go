@@ -11,8 +11,11 @@ package integration
 import (
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstorage/remotetest"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/checkpoint/storagetest"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
@@ -29,6 +32,16 @@ func remoteJobStore(t *testing.T, srv *miniotest.Server) blobstore.Blobstore {
 func TestRemoteOwnershipOnMinIO(t *testing.T) {
 	srv := miniotest.Shared(t)
 	remotetest.Run(t, func(t *testing.T) blobstore.Blobstore { return remoteJobStore(t, srv) })
+}
+
+// The checkpoint.Storage suite with the Storage in remote mode (a
+// FakeRemote handing over one object per owner directory).
+func TestBlobStorageInRemoteModeOnMinIOPassesStorageSuite(t *testing.T) {
+	srv := miniotest.Shared(t)
+	storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
+		bs := remoteJobStore(t, srv)
+		return remotetest.ForSuite(t, acquiredWriter(t, bs, blobstorage.Options{}), bs)
+	})
 }
 
 func TestRemoteSavepointFromMinIOToVersityGW(t *testing.T) {
