@@ -101,12 +101,18 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Pebble's objects live in the Storage's own store (its view counted
+	// apart), under blobstorage.RemotePrefix, where the checkpoints own them.
+	pebbleView, err := blobstore.WithPrefix(pebbleStore, "ckpt")
+	if err != nil {
+		b.Fatal(err)
+	}
 	options := func(gen string) state.Options {
 		o := state.Options{MemTableSize: 64 << 20, CacheSize: 64 << 20}
 		if remoteMode {
 			// A secondary cache twice an owner's share of the state, so
 			// that a hydrated owner is served from local disk.
-			o.Remote = state.RemoteOptions{Store: pebbleStore, Prefix: "remote", Generation: gen, Levels: levels, CacheSize: int64(stateMiB) << 20}
+			o.Remote = state.RemoteOptions{Store: pebbleView, Prefix: blobstorage.RemotePrefix, Generation: gen, Levels: levels, CacheSize: int64(stateMiB) << 20}
 		}
 		return o
 	}
@@ -122,6 +128,7 @@ func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.Remo
 		b.Fatal(err)
 	}
 	defer st.Close()
+	w.UseRemote(st.CheckpointRemote())
 	start := time.Now()
 	writeKeys(b, st, nil, ids, 1, 0, keysPerOwner, valueSize)
 	for _, id := range ids {
