@@ -78,6 +78,14 @@ type GCReport struct {
 // run would delete at the same Now. Against a store another process is
 // writing, the report is a snapshot: that writer may save and move the
 // pointers after it, which a later real run takes into account.
+//
+// Remote objects of state in remote mode (see the package doc, "Remote
+// mode") are deleted by the same plan: unreferenced, past Grace, and not
+// the live writer's generation unless this Storage is that writer with
+// UseRemote. A real run by another process (tidemark gc --confirm) takes
+// the writer role first, so the job it fences is no longer the live
+// writer there and its unreferenced objects are deleted, where a dry run
+// keeps them (GCReport.RemoteKept says how many).
 func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error) {
 	if !opts.DryRun {
 		start := time.Now()
