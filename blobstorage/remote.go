@@ -68,6 +68,12 @@ type RemoteState interface {
 // A Save of a state directory holding a remote object catalog (Pebble's
 // REMOTE-OBJ-CATALOG-*) without UseRemote fails: the objects would be
 // owned by no checkpoint, and GC would delete them.
+//
+// The writer's own GC deletes objects its open databases created, no
+// longer use and no retained checkpoint references, once older than
+// Grace; an object in a state checkpoint taken but not yet saved is
+// protected by Grace only, so Grace must also exceed the time between a
+// state checkpoint and its Save and the interval between checkpoints.
 func (s *Storage) UseRemote(r RemoteState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
