@@ -15,12 +15,15 @@ package remotetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 	}{
 		{"HandOffAndFailover", HandOffAndFailover},
 		{"ZombieObjectsNeverReferenced", ZombieObjectsNeverReferenced},
+		{"ZombieSaveInFlightDuringTakeover", ZombieSaveInFlightDuringTakeover},
 		{"GCOwnsRemoteObjects", GCOwnsRemoteObjects},
 		{"VerifyNamesMissingObject", VerifyNamesMissingObject},
 		{"SaveWithoutUseRemoteRefused", SaveWithoutUseRemoteRefused},
@@ -685,4 +689,106 @@ func SavepointToAnotherStore(t *testing.T, src, dst blobstore.Blobstore) {
 	}
 	b.Write(t, m, 2, 0, 500)
 	b.Checkpoint(t, 2)
+}
+
+// hookStore calls before ahead of every Put.
+type hookStore struct {
+	blobstore.Blobstore
+	mu     sync.Mutex
+	before func(key string)
+}
+
+func (h *hookStore) Unwrap() blobstore.Blobstore { return h.Blobstore }
+
+func (h *hookStore) Put(ctx context.Context, key string, r io.Reader) error {
+	h.mu.Lock()
+	f := h.before
+	h.mu.Unlock()
+	if f != nil {
+		f(key)
+	}
+	return h.Blobstore.Put(ctx, key, r)
+}
+
+// ZombieSaveInFlightDuringTakeover: a writer passes its fence check and
+// is uploading a checkpoint of state that references objects it created
+// since its last one when a new writer takes over (restoring that last
+// one). The zombie's Save fails with checkpoint.ErrFenced (its record may
+// land, no pointer moves); the new writer saves the same id, replacing
+// the zombie's record, and its checkpoints reference none of the objects
+// the zombie created after its last saved checkpoint, which GC deletes
+// once past the grace period; the state restores whole.
+func ZombieSaveInFlightDuringTakeover(t *testing.T, bs blobstore.Blobstore) {
+	ctx := t.Context()
+	hooked := &hookStore{Blobstore: bs}
+	zombie := NewJob(t, hooked, blobstorage.Options{})
+	m := Model{}
+	zombie.Write(t, m, 1, 0, 2000)
+	id1 := zombie.Checkpoint(t, 1)
+	saved := Referenced(t, zombie.Storage, id1)
+	zombie.Write(t, Model{}, 5, 0, 2000)
+	id2 := checkpoint.NewID(2)
+
+	var next *Job
+	var once sync.Once
+	hooked.mu.Lock()
+	hooked.before = func(key string) {
+		if strings.HasPrefix(key, "checkpoints/"+id2+"/") {
+			// The zombie is uploading id2's files: take over now.
+			once.Do(func() { next, _ = Resume(t, bs, blobstorage.Options{Keep: 1}) })
+		}
+	}
+	hooked.mu.Unlock()
+	if _, err := zombie.TryCheckpoint(t, 2); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("the zombie's Save overtaken by a takeover: %v, want ErrFenced", err)
+	}
+	if next == nil {
+		t.Fatal("the zombie uploaded nothing: no takeover happened")
+	}
+	// Everything the zombie's state references beyond its last saved
+	// checkpoint: objects it created after it.
+	zombieObjs, err := zombie.State.LiveRemoteObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsaved := map[string]bool{}
+	for _, o := range zombieObjs {
+		if !saved[o.Key] {
+			unsaved[o.Key] = true
+		}
+	}
+	if len(unsaved) == 0 {
+		t.Fatal("the zombie created no object after its last checkpoint")
+	}
+
+	next.Write(t, m, 2, 0, 1000)
+	if got := next.Checkpoint(t, 2); got != id2 {
+		t.Fatalf("the new writer saved %s", got)
+	}
+	next.Write(t, m, 3, 0, 1000)
+	id3 := next.Checkpoint(t, 3)
+	for _, id := range []string{id2, id3} {
+		for k := range Referenced(t, next.Storage, id) {
+			if unsaved[k] {
+				t.Errorf("checkpoint %s of the new writer references %q, created by the zombie after its last checkpoint", id, k)
+			}
+		}
+	}
+	rep, err := next.Storage.GC(ctx, blobstorage.GCOptions{Now: PastGrace()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := RemoteKeys(t, bs)
+	for k := range unsaved {
+		if left[k] {
+			t.Errorf("GC left the zombie's unsaved object %q (deleted: %d remote objects)", k, rep.RemoteObjects)
+		}
+	}
+	last, from := Resume(t, bs, blobstorage.Options{})
+	if from != id3 {
+		t.Fatalf("resumed from %s, want %s", from, id3)
+	}
+	if err := last.Read(t, m); err != nil {
+		t.Fatalf("read after GC: %v", err)
+	}
 }
