@@ -70,3 +70,35 @@ func TestGCAndVerifyOfRemoteModeStore(t *testing.T) {
 		t.Fatalf("verify with %s deleted: exit %d\n%s%s", victim, code, out, errOut)
 	}
 }
+
+// A savepoint of a remote-mode checkpoint, through the CLI: create, cp to
+// another store, verify, restore there; the state then opens in remote
+// mode on the target store alone and reads what was written.
+func TestSavepointOfRemoteModeStoreRestoresInAnotherStore(t *testing.T) {
+	src, dst := fileURL(t.TempDir()), fileURL(t.TempDir())
+	job := remotetest.NewJob(t, openURL(t, src), blobstorage.Options{})
+	m := remotetest.Model{}
+	job.Write(t, m, 1, 0, 2000)
+	id := job.Checkpoint(t, 1)
+	refs := remotetest.Referenced(t, job.Storage, id)
+	must(t, src, "savepoint", "create", "v1")
+	must(t, "", "savepoint", "cp", "v1", src, dst)
+	var v verifyResult
+	mustJSON(t, dst, &v, "verify", "v1")
+	if !v.OK || v.Files <= len(refs) {
+		t.Fatalf("verify of the copy: %+v (the checkpoint has %d remote objects)", v, len(refs))
+	}
+	must(t, dst, "savepoint", "restore", "v1")
+	must(t, dst, "verify", "latest-completed")
+	target := openURL(t, dst)
+	if got := remotetest.RemoteKeys(t, target); len(got) != len(refs) {
+		t.Fatalf("target store holds %d remote objects, the checkpoint %d", len(got), len(refs))
+	}
+	resumed, from := remotetest.Resume(t, target, blobstorage.Options{})
+	if from != id {
+		t.Fatalf("resumed from %s, want %s", from, id)
+	}
+	if err := resumed.Read(t, m); err != nil {
+		t.Fatalf("read in the target store: %v", err)
+	}
+}
