@@ -126,7 +126,11 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 			rep.Dropped = append(rep.Dropped, v.ID)
 		}
 	}
-	if plan.liveWriterKept > 0 {
+	switch {
+	case plan.liveWriterKept > 0 && inv.live != nil:
+		rep.RemoteKept = fmt.Sprintf("%d unreferenced remote objects of this writer's generation %s kept: its open state uses them (or another open of epoch %d created them)",
+			plan.liveWriterKept, RemoteGeneration(inv.writerEpoch), inv.writerEpoch)
+	case plan.liveWriterKept > 0:
 		rep.RemoteKept = fmt.Sprintf("%d unreferenced remote objects under generation %s kept: only the writer of epoch %d knows which its open state uses",
 			plan.liveWriterKept, RemoteGeneration(inv.writerEpoch), inv.writerEpoch)
 	}
