@@ -153,6 +153,9 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if s.remoteKnown == nil && len(verified) > 0 {
+		s.remoteKnown = map[string]uint64{}
+	}
 	for _, k := range verified {
 		s.remoteKnown[k] = s.epoch
 	}

@@ -186,8 +186,8 @@ type Storage struct {
 	recordETag map[string]string // id → ETag of the record this writer last wrote
 	remote     RemoteState       // UseRemote; nil: local mode
 	imported   *importedRemote   // set by SaveImported for its Save
-	// remoteKnown maps remote objects a Save checked (or GC did not
-	// delete) to the epoch they were known to exist in.
+	// remoteKnown maps remote objects a Save checked to the epoch they
+	// were known to exist in (GC forgets what it deletes); nil until then.
 	remoteKnown map[string]uint64
 
 	cache fileCache
@@ -202,14 +202,13 @@ var _ checkpoint.Storage = (*Storage)(nil)
 func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
 	rc := &requestCounter{Blobstore: bs}
 	return &Storage{
-		bs:          rc,
-		requests:    rc,
-		files:       blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
-		localDir:    localDir,
-		opts:        opts.withDefaults(),
-		recordETag:  map[string]string{},
-		remoteKnown: map[string]uint64{},
-		cache:       fileCache{m: map[fileIdent]cachedFile{}},
+		bs:         rc,
+		requests:   rc,
+		files:      blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
+		localDir:   localDir,
+		opts:       opts.withDefaults(),
+		recordETag: map[string]string{},
+		cache:      fileCache{m: map[fileIdent]cachedFile{}},
 	}
 }
 
