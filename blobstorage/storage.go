@@ -119,6 +119,10 @@ type Record struct {
 	Epoch uint64 `json:"epoch"`
 	// Files maps each owner of checkpoint.CheckpointData.StateDirs to its files.
 	Files map[string][]FileRef `json:"files"`
+	// Workers is the assignment the checkpoint was saved with (see
+	// Storage.Assign): owner → worker id, for the owners whose state came
+	// from a worker's part. Empty when one process saved everything.
+	Workers map[string]string `json:"workers,omitempty"`
 }
 
 // pointer is the content of _latest and _latest-completed. An empty
@@ -367,8 +371,9 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, err
 	}
 	var extra struct {
-		Epoch uint64               `json:"epoch"`
-		Files map[string][]FileRef `json:"files"`
+		Epoch   uint64               `json:"epoch"`
+		Files   map[string][]FileRef `json:"files"`
+		Workers map[string]string    `json:"workers"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -376,7 +381,7 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateFiles(d, extra.Files); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no
