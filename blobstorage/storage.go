@@ -184,6 +184,8 @@ type Storage struct {
 	writerETag string            // ETag of the _writer we wrote
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
+	assign     Assignment        // owners saved from workers' parts (parts.go)
+	known      map[string]uint64 // shared key → epoch whose record referenced it (parts.go)
 
 	cache fileCache
 }
