@@ -248,6 +248,9 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 	if err := probe.checkSameJob(ctx); err != nil {
 		return res, err
 	}
+	if err := c.checkOwners(ctx); err != nil {
+		return res, err
+	}
 	epoch, err := c.storage.Acquire(ctx)
 	if err != nil {
 		return res, fmt.Errorf("demo: acquire writer: %w", err)
@@ -310,6 +313,33 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 		return res, fmt.Errorf("%w: %s", ErrNotExactlyOnce, res.Check)
 	}
 	return res, nil
+}
+
+// checkOwners refuses, reading only, a store whose checkpoints hold
+// other owners than this job's (a job run in one process, or with
+// another number of owners).
+func (c *wcoord) checkOwners(ctx context.Context) error {
+	for _, load := range []func(context.Context) (*checkpoint.CheckpointData, error){c.storage.LoadLatestCompleted, c.storage.Load} {
+		cp, err := load(ctx)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if cp == nil {
+			continue
+		}
+		if err := c.sameOwners(cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameOwners checks that cp holds the state of exactly this job's owners.
+func (c *wcoord) sameOwners(cp *checkpoint.CheckpointData) error {
+	if got := slices.Sorted(maps.Keys(cp.StateDirs)); !slices.Equal(got, c.owners) {
+		return fmt.Errorf("%w: checkpoint %s holds the state of owners %v, this job with workers has %v", ErrJobMismatch, cp.ID, got, c.owners)
+	}
+	return nil
 }
 
 // launch asks the launcher for the worker of slot.
@@ -472,8 +502,8 @@ func (c *wcoord) session(ctx context.Context, res *WorkersResult, first bool) er
 		if err := probe.sameJob(cp); err != nil {
 			return err
 		}
-		if got := slices.Sorted(maps.Keys(cp.StateDirs)); !slices.Equal(got, c.owners) {
-			return fmt.Errorf("%w: checkpoint %s holds owners %v, a job with workers has %v", ErrJobMismatch, cp.ID, got, c.owners)
+		if err := c.sameOwners(cp); err != nil {
+			return err
 		}
 		off, err := DecodeOffsets(cp.Offsets())
 		if err != nil {

@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
@@ -234,26 +237,39 @@ func (w *workerProc) open(ctx context.Context, req *wireRequest) (*wireReply, er
 		}
 		w.prune(id, "")
 	}
+	// The owners are independent databases: open them in parallel
+	// (each open waits for its own fsyncs).
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
 	for _, o := range w.owners {
-		live := filepath.Join(w.liveDir(), o)
-		var st *state.Store
-		var err error
-		if id == "" {
-			st, err = state.Open(live, w.opts)
-		} else {
-			st, err = state.OpenCheckpoint(ctx, filepath.Join(w.bw.StateDir(id), o), live, w.opts)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("open owner %s: %w", o, err)
-		}
-		w.stores[o] = st
-		p, err := openPartition(st, o)
-		if err != nil {
-			return nil, err
-		}
-		if rep.Totals[o], err = p.total(); err != nil {
-			return nil, err
-		}
+		g.Go(func() error {
+			live := filepath.Join(w.liveDir(), o)
+			var st *state.Store
+			var err error
+			if id == "" {
+				st, err = state.Open(live, w.opts)
+			} else {
+				st, err = state.OpenCheckpoint(gctx, filepath.Join(w.bw.StateDir(id), o), live, w.opts)
+			}
+			if err != nil {
+				return fmt.Errorf("open owner %s: %w", o, err)
+			}
+			mu.Lock()
+			w.stores[o] = st
+			mu.Unlock()
+			p, err := openPartition(st, o)
+			if err != nil {
+				return err
+			}
+			n, err := p.total()
+			mu.Lock()
+			rep.Totals[o] = n
+			mu.Unlock()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -297,14 +313,24 @@ func (w *workerProc) barrier(ctx context.Context, req *wireRequest) (*wireReply,
 		return nil, fmt.Errorf("clear leftover state of %s: %w", id, err)
 	}
 	dirs := map[string]string{}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
 	for _, o := range w.owners {
-		got, err := w.stores[o].Checkpoint(ctx, filepath.Join(w.bw.StateDir(id), o))
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint owner %s: %w", o, err)
-		}
-		for owner, rel := range got {
-			dirs[owner] = o + "/" + rel
-		}
+		g.Go(func() error {
+			got, err := w.stores[o].Checkpoint(gctx, filepath.Join(w.bw.StateDir(id), o))
+			if err != nil {
+				return fmt.Errorf("checkpoint owner %s: %w", o, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for owner, rel := range got {
+				dirs[owner] = o + "/" + rel
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	st, err := w.bw.SavePart(ctx, req.Epoch, &checkpoint.CheckpointData{
 		ID: id, Timestamp: time.Now().UTC(), Status: checkpoint.StatusPrepared, StateDirs: dirs,
