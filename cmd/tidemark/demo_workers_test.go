@@ -16,8 +16,12 @@ import (
 // executable (os.Executable) are this binary in the tests.
 const childMainEnv = "TIDEMARK_TEST_RUN_AS_TIDEMARK"
 
+// The variable is set for every process this test binary starts, so
+// that no test (the README's commands included) can start a copy of the
+// test binary that runs the tests instead of a worker.
 func init() {
 	if os.Getenv(childMainEnv) != "1" {
+		_ = os.Setenv(childMainEnv, "1")
 		return
 	}
 	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
@@ -69,7 +73,6 @@ func distinctWorkers(a map[string]string) []string {
 // new worker restores its owners from the store, the next checkpoints
 // record the new assignment, and the result is exactly once.
 func TestDemoWithWorkersResumesWithAnotherNumberOfWorkers(t *testing.T) {
-	t.Setenv(childMainEnv, "1")
 	store := fileURL(t.TempDir())
 	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "2", "--crash-after-records", "10000")...)
 	if code != exitCrashed {
@@ -107,7 +110,6 @@ func TestDemoWithWorkersResumesWithAnotherNumberOfWorkers(t *testing.T) {
 // an empty directory: it restores only its owners from the store, the
 // survivor rolls back from its own disk, and the job ends exactly once.
 func TestDemoWithWorkersReplacesAKilledWorker(t *testing.T) {
-	t.Setenv(childMainEnv, "1")
 	store := fileURL(t.TempDir())
 	var res map[string]any
 	out, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "2", "--kill-worker-after-records", "10000", "--output", "json")...)
