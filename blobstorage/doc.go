@@ -41,7 +41,9 @@
 // not at that key and is never committed (ErrPartMissing); a zombie
 // worker writes only under its own id, so it never overwrites its
 // successor's objects. A worker reuses the immutable files it uploaded or
-// restored, as a Storage does; Save checks that the files a part reuses
+// restored, as a Storage does — across a change of epoch only those a
+// committed checkpoint names, so that nothing uploaded for a fenced
+// writer is carried forward; Save checks that the files a part reuses
 // from earlier checkpoints still exist (a HEAD for each one no record
 // this writer wrote under its epoch names yet) before a record names
 // them, since the writer's GC does not tell the workers what it deleted.

@@ -106,11 +106,18 @@ func (wm *workerModel) part(m *fenceModel, zombie bool) {
 	wm.partBy(m, slot, zombie, stale)
 }
 
-// round has every live worker save its part of the next checkpoint under
-// the current epoch, as a coordinator's checkpoint barrier does.
+// round has every live worker save its part of the next checkpoint, as
+// a coordinator's checkpoint barrier does: under the current epoch, or
+// now and then under the previous one (a barrier from a writer that has
+// since been replaced).
+// A zombie may save its part of the same checkpoint in between.
 func (wm *workerModel) round(m *fenceModel) {
 	for slot := range wm.slots {
-		wm.partBy(m, slot, false, false)
+		wm.partBy(m, slot, false, rapid.IntRange(0, 3).Draw(m.t, "stale-round") == 0)
+	}
+	if len(wm.zombies) > 0 && rapid.Bool().Draw(m.t, "zombie-in-round") {
+		z := wm.zombies[rapid.IntRange(0, len(wm.zombies)-1).Draw(m.t, "zombie")]
+		wm.partOf(m, z, false)
 	}
 }
 
@@ -128,6 +135,10 @@ func (wm *workerModel) partBy(m *fenceModel, slot int, zombie, stale bool) {
 		}
 		mw = zs[rapid.IntRange(0, len(zs)-1).Draw(m.t, "zombie")]
 	}
+	wm.partOf(m, mw, stale)
+}
+
+func (wm *workerModel) partOf(m *fenceModel, mw *modelWorker, stale bool) {
 	cur := storeEpoch(m)
 	if cur == 0 {
 		return // no writer yet: nobody to tell a worker an epoch
