@@ -87,7 +87,8 @@ func subset(m map[string]string, owners ...string) map[string]string {
 }
 
 func TestWorkersSaveByPartsCommitOnceAndRestorePerWorker(t *testing.T) {
-	bs := newBlobSpy(newMem())
+	reads := newReadSpy(newMem())
+	bs := newBlobSpy(reads)
 	coord := newWriter(t, bs, Options{})
 	w1, w2 := newTestWorker(t, bs, "w1"), newTestWorker(t, bs, "w2")
 	if err := coord.Assign(assignment(map[*Worker][]string{w1: {"a", "b"}, w2: {"c"}})); err != nil {
@@ -98,8 +99,15 @@ func TestWorkersSaveByPartsCommitOnceAndRestorePerWorker(t *testing.T) {
 	f2 := stateFiles{"c": {"000003.sst": "table c", "OPTIONS": "opts c"}}
 	savePart(t, w1, coord.Epoch(), id, f1)
 	savePart(t, w2, coord.Epoch(), id, f2)
+	reads.requests()
 	if err := coord.Save(t.Context(), record(id, checkpoint.StatusCompleted)); err != nil {
 		t.Fatalf("Save: %v", err)
+	}
+	// One GET per owner finds its part.
+	for owner, w := range map[string]*Worker{"a": w1, "b": w1, "c": w2} {
+		if n := reads.gets[partKey(id, coord.Epoch(), owner, w.ID())]; n != 1 {
+			t.Errorf("part of %s read %d times, want once", owner, n)
+		}
 	}
 	rec, err := coord.LoadRecord(t.Context(), id)
 	if err != nil {
