@@ -37,12 +37,15 @@ type fileIdent struct {
 // store. verified is the writer epoch under which the key was last known
 // to exist (uploaded or Stat'ed); 0 means never (seeded by Restore).
 // checked is when (a Worker's cache also expires by age, see reuse).
+// tentative marks a Worker's upload that no committed record is known to
+// name yet (see Worker.SavePart).
 type cachedFile struct {
-	key      string
-	size     int64
-	sha256   string
-	verified uint64
-	checked  time.Time
+	key       string
+	size      int64
+	sha256    string
+	verified  uint64
+	checked   time.Time
+	tentative bool
 }
 
 // fileCache maps file identities to shared keys. It has its own lock
@@ -63,6 +66,23 @@ func (c *fileCache) put(id fileIdent, f cachedFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[id] = f
+}
+
+// settle keeps, of the tentative entries, those whose key is in committed
+// (no longer tentative) and forgets the others.
+func (c *fileCache) settle(committed map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, f := range c.m {
+		switch {
+		case !f.tentative:
+		case committed[f.key]:
+			f.tentative = false
+			c.m[id] = f
+		default:
+			delete(c.m, id)
+		}
+	}
 }
 
 // dropKeys forgets every identity whose content lives at a key in keys
@@ -182,7 +202,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	}
 	// Cache the uploaded immutable files only now: a failed Save may have
 	// uploaded some, but they are not worth trusting across a failure.
-	s.rememberUploads(files, s.epoch)
+	s.rememberUploads(files, s.epoch, false)
 	s.noteCommittedLocked(rec)
 	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
@@ -327,13 +347,13 @@ func (s *Storage) reuse(ctx context.Context, f *localFile, epoch uint64, maxAge 
 }
 
 // rememberUploads caches the immutable files of files that were uploaded,
-// as verified under epoch.
-func (s *Storage) rememberUploads(files []*localFile, epoch uint64) {
+// as verified under epoch (tentative: see cachedFile).
+func (s *Storage) rememberUploads(files []*localFile, epoch uint64, tentative bool) {
 	now := time.Now()
 	for _, f := range files {
 		if f.shared && f.uploaded {
 			if fid, ok := fileIdentOf(f.info); ok {
-				s.cache.put(fid, cachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: epoch, checked: now})
+				s.cache.put(fid, cachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: epoch, checked: now, tentative: tentative})
 			}
 		}
 	}

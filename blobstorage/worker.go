@@ -75,6 +75,8 @@ type Worker struct {
 	id string
 	s  *Storage // its uploads, downloads, pins and file cache
 	mu sync.Mutex
+	// epoch is the epoch of the last SavePart (0: none yet).
+	epoch uint64
 }
 
 // NewWorker returns a Worker with id workerID (see ValidateWorkerID and
@@ -110,7 +112,14 @@ func (w *Worker) StateDir(ckptID string) string { return w.s.StateDir(ckptID) }
 // epoch and worker in the key, and referenced by later parts as
 // Storage.Save references them; the others under the part's own keys
 // (see the package documentation), which no other worker or epoch
-// writes. Only the fields ID and StateDirs of data are used.
+// writes. An upload is reused by later parts of the same epoch; once the
+// epoch changes (a new writer, or a barrier from a replaced one), only if
+// a committed checkpoint names it — SavePart then reads the latest
+// completed record once (two GETs) and forgets the others, so that
+// nothing uploaded for a fenced writer is carried into a later
+// checkpoint. Files restored by Restore come from a committed checkpoint
+// and are reused across epochs. Only the fields ID and StateDirs of data
+// are used.
 //
 // A part is written once: SavePart refuses, uploading nothing, an owner
 // whose part for (data.ID, epoch) this worker already wrote.
@@ -147,6 +156,10 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 		}
 		st.Duration, st.Requests = time.Since(start), int(s.requests.n.Load()-requests)
 	}()
+	if w.epoch != 0 && w.epoch != epoch {
+		w.settle(ctx)
+	}
+	w.epoch = epoch
 	owners := sortedOwners(data.StateDirs)
 	// A second SavePart would overwrite the private files a written
 	// part names: refuse before uploading.
@@ -198,8 +211,27 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 	if err := g.Wait(); err != nil {
 		return st, fmt.Errorf("blobstorage: save part %q: %w", id, err)
 	}
-	s.rememberUploads(files, epoch)
+	s.rememberUploads(files, epoch, true)
 	return st, nil
+}
+
+// settle keeps the remembered uploads that the latest completed
+// checkpoint names and forgets the other uploads of earlier epochs (see
+// SavePart). If the record cannot be read, it forgets them all: a cache
+// miss costs an upload, never correctness.
+func (w *Worker) settle(ctx context.Context) {
+	committed := map[string]bool{}
+	p, _, ok, err := w.s.readPointer(ctx, keyLatestCompleted, false)
+	if err == nil && ok && p.ID != "" {
+		if rec, err := w.s.readRecord(ctx, p.ID); err == nil {
+			for _, files := range rec.Files {
+				for _, f := range files {
+					committed[f.Key] = true
+				}
+			}
+		}
+	}
+	w.s.cache.settle(committed)
 }
 
 // Restore downloads and verifies the state directories of the given

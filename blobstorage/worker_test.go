@@ -87,7 +87,8 @@ func subset(m map[string]string, owners ...string) map[string]string {
 }
 
 func TestWorkersSaveByPartsCommitOnceAndRestorePerWorker(t *testing.T) {
-	bs := newBlobSpy(newMem())
+	reads := newReadSpy(newMem())
+	bs := newBlobSpy(reads)
 	coord := newWriter(t, bs, Options{})
 	w1, w2 := newTestWorker(t, bs, "w1"), newTestWorker(t, bs, "w2")
 	if err := coord.Assign(assignment(map[*Worker][]string{w1: {"a", "b"}, w2: {"c"}})); err != nil {
@@ -98,8 +99,15 @@ func TestWorkersSaveByPartsCommitOnceAndRestorePerWorker(t *testing.T) {
 	f2 := stateFiles{"c": {"000003.sst": "table c", "OPTIONS": "opts c"}}
 	savePart(t, w1, coord.Epoch(), id, f1)
 	savePart(t, w2, coord.Epoch(), id, f2)
+	reads.requests()
 	if err := coord.Save(t.Context(), record(id, checkpoint.StatusCompleted)); err != nil {
 		t.Fatalf("Save: %v", err)
+	}
+	// One GET per owner finds its part.
+	for owner, w := range map[string]*Worker{"a": w1, "b": w1, "c": w2} {
+		if n := reads.gets[partKey(id, coord.Epoch(), owner, w.ID())]; n != 1 {
+			t.Errorf("part of %s read %d times, want once", owner, n)
+		}
 	}
 	rec, err := coord.LoadRecord(t.Context(), id)
 	if err != nil {
@@ -478,5 +486,46 @@ func TestWorkerAPIRefusesBadInput(t *testing.T) {
 	}
 	if keys := blobstoretest.ListKeys(t, bs, "checkpoints/"); len(keys) != 0 {
 		t.Errorf("refused calls wrote %v", keys)
+	}
+}
+
+// After the epoch changes, a worker reuses only the uploads a committed
+// checkpoint names: a table it uploaded for the fenced writer's
+// checkpoint, which never committed, is uploaded again under the new
+// epoch, while the committed one is referenced.
+func TestWorkerForgetsUncommittedUploadsWhenTheEpochChanges(t *testing.T) {
+	bs := newMem()
+	coord := newWriter(t, bs, Options{})
+	w := newTestWorker(t, bs, "w")
+	if err := coord.Assign(Assignment{"a": w.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	id1, id2, id3 := checkpoint.NewID(1), checkpoint.NewID(2), checkpoint.NewID(3)
+	savePart(t, w, coord.Epoch(), id1, stateFiles{"a": {"000001.sst": "t1", "MANIFEST": "m1"}})
+	if err := coord.Save(t.Context(), record(id1, checkpoint.StatusCompleted)); err != nil {
+		t.Fatal(err)
+	}
+	// The barrier of id2 reaches the worker, then the writer is replaced
+	// before it commits.
+	savePart(t, w, coord.Epoch(), id2, stateFiles{"a": {"000001.sst": "link:" + id1, "000002.sst": "t2", "MANIFEST": "m2"}})
+	coord2 := newWriter(t, bs, Options{})
+	if err := coord2.Assign(Assignment{"a": w.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	st := savePart(t, w, coord2.Epoch(), id3, stateFiles{"a": {"000001.sst": "link:" + id2, "000002.sst": "link:" + id2, "MANIFEST": "m3"}})
+	if st.ReusedFiles != 1 || st.UploadedFiles != 2 {
+		t.Fatalf("part under the new epoch: %+v, want 000001.sst reused, 000002.sst and MANIFEST uploaded", st)
+	}
+	if err := coord2.Save(t.Context(), record(id3, checkpoint.StatusCompleted)); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := coord2.LoadRecord(t.Context(), id3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rec.Files["a"] {
+		if f.Path == "000002.sst" && !rec.Introduced("a", f) {
+			t.Errorf("000002.sst references %s, uploaded for the fenced writer", f.Key)
+		}
 	}
 }
