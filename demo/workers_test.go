@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
 // goLauncher runs each worker as a goroutine (ServeWorker) in a new empty
@@ -225,4 +227,44 @@ func readKey(t *testing.T, bs blobstore.Blobstore, key string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A run with three workers crashes mid-way; the job resumes with one,
+// which restores all eight owners from the store (written by three other
+// workers) and records the new assignment in its checkpoints.
+func TestRunWorkersRescalesFromThreeWorkersToOne(t *testing.T) {
+	bs := fileStore(t)
+	wc, _ := workersNode(t, bs, 3, nil)
+	_, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{CrashAfter: 5000}), wc)
+	if !errors.Is(err, ErrCrashed) {
+		t.Fatalf("run with 3 workers: %v, want ErrCrashed", err)
+	}
+	wc, _ = workersNode(t, bs, 1, nil)
+	var opened []WorkerEvent
+	wc.OnWorker = func(e WorkerEvent) {
+		if e.Event == "opened" {
+			opened = append(opened, e)
+		}
+	}
+	res := mustRunWorkers(t, t.Context(), wc)
+	if res.RestoredID == "" || res.StartOffset == 0 || res.StartOffset >= 5000+uint64(wc.Batch) {
+		t.Fatalf("resumed from %q at %d: want a checkpoint before the crash", res.RestoredID, res.StartOffset)
+	}
+	if len(opened) != 1 || len(opened[0].Downloaded) != DefaultOwners {
+		t.Fatalf("opened %+v: want one worker restoring all %d owners from the store", opened, DefaultOwners)
+	}
+	var rec struct {
+		Workers map[string]string `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(readKey(t, bs, "checkpoints/"+res.LastID+"/checkpoint.json")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Workers) != DefaultOwners || !maps.Equal(rec.Workers, map[string]string(res.Assignment)) {
+		t.Fatalf("checkpoint %s assigns %v, the run's assignment is %v", res.LastID, rec.Workers, res.Assignment)
+	}
+	for o, w := range rec.Workers {
+		if w != opened[0].Worker {
+			t.Fatalf("checkpoint %s assigns %s to %s, not to the one worker %s", res.LastID, o, w, opened[0].Worker)
+		}
+	}
 }
