@@ -41,8 +41,8 @@ func coordinatorArgs(store string, records, workers int, slow string) []string {
 	}
 }
 
-// startWorker starts a worker container for slot, with an empty disk.
-func startWorker(t *testing.T, nw *testcontainers.DockerNetwork, env map[string]string, coordinator string, slot int, name string) *jobNode {
+// startWorkerContainer starts a worker container for slot, with an empty disk.
+func startWorkerContainer(t *testing.T, nw *testcontainers.DockerNetwork, env map[string]string, coordinator string, slot int, name string) *jobNode {
 	t.Helper()
 	return startNode(t, nodeSpec{name: name, net: nw, env: env, args: []string{"demo", "worker",
 		"--coordinator", coordinator, "--slot", fmt.Sprint(slot), "--dir", "/work/node"}})
@@ -120,7 +120,7 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	addr := fmt.Sprintf("%s:%d", containerIP(t, coord.id, nw), workerPort)
 	workers := make([]*jobNode, 3)
 	for k := range workers {
-		workers[k] = startWorker(t, nw, env, addr, k, fmt.Sprintf("worker-%d", k))
+		workers[k] = startWorkerContainer(t, nw, env, addr, k, fmt.Sprintf("worker-%d", k))
 	}
 	waitForPointer(t, bs, coord, 2*time.Minute, "second completed checkpoint", func(p jobPointer) bool { return p.seq(t) >= 2 })
 	victim := workers[1]
@@ -131,7 +131,7 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	if out := coord.logs(); strings.Contains(out, "exactly-once") {
 		t.Fatalf("the job finished before worker-1 was killed (the test needs more records or a slower pace):\n%s", out)
 	}
-	replacement := startWorker(t, nw, env, addr, 1, "worker-1 replacement")
+	replacement := startWorkerContainer(t, nw, env, addr, 1, "worker-1 replacement")
 
 	code := coord.wait(3 * time.Minute)
 	out := coord.logs()
@@ -175,7 +175,7 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	// Run 2: the job resumed by a new coordinator with two workers.
 	coord2 := startNode(t, nodeSpec{name: "coordinator 2", net: nw, env: env, args: coordinatorArgs(store, records, 2, "0")})
 	addr2 := fmt.Sprintf("%s:%d", containerIP(t, coord2.id, nw), workerPort)
-	two := []*jobNode{startWorker(t, nw, env, addr2, 0, "run 2 worker-0"), startWorker(t, nw, env, addr2, 1, "run 2 worker-1")}
+	two := []*jobNode{startWorkerContainer(t, nw, env, addr2, 0, "run 2 worker-0"), startWorkerContainer(t, nw, env, addr2, 1, "run 2 worker-1")}
 	code = coord2.wait(3 * time.Minute)
 	out2 := coord2.logs()
 	if code != 0 {
