@@ -52,8 +52,8 @@ func startWorkerContainer(t *testing.T, nw *testcontainers.DockerNetwork, env ma
 // opened: slot, worker id, owners, where from.
 var openedRE = regexp.MustCompile(`worker (\d+) \((slot\d+-[0-9a-f]+)\): owners ([a-z0-9,-]+), (empty|from its own disk|restored from the store)`)
 
-// opened returns, per worker id, the owners it opened and where from, in
-// the order the coordinator logged them.
+// openedOwners is one line of the coordinator about the owners a worker
+// opened.
 type openedOwners struct {
 	slot   string
 	worker string
@@ -61,6 +61,8 @@ type openedOwners struct {
 	from   string
 }
 
+// openedLines returns the coordinator's opened-owner lines, in the order
+// it logged them.
 func openedLines(logs string) []openedOwners {
 	var out []openedOwners
 	for _, m := range openedRE.FindAllStringSubmatch(logs, -1) {
