@@ -129,3 +129,27 @@ func TestDemoWithWorkersReplacesAKilledWorker(t *testing.T) {
 		t.Fatalf("the last checkpoint assigns its owners to %v, want 2 workers", w)
 	}
 }
+
+// Flags of a job with workers that make no sense together are usage
+// errors, refused before anything is written.
+func TestDemoWithWorkersRefusesBadFlags(t *testing.T) {
+	for _, extra := range [][]string{
+		{"--workers", "-1"},
+		{"--worker-listen", "127.0.0.1:0"},
+		{"--kill-worker-after-records", "5"},
+		{"--workers", "2", "--worker-listen", "127.0.0.1:0", "--kill-worker-after-records", "5"},
+		{"--workers", "2", "--worker-timeout", "0"},
+	} {
+		dir := t.TempDir()
+		_, errOut, code := tm(t, "", append([]string{"demo", "--dir", dir}, extra...)...)
+		if code != exitUsage {
+			t.Errorf("demo %v: exit %d, want %d\n%s", extra, code, exitUsage, errOut)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("demo %v wrote into --dir: %v", extra, entries)
+		}
+	}
+	if _, errOut, code := tm(t, "", "demo", "worker", "--slot", "0"); code != exitUsage {
+		t.Errorf("demo worker without --coordinator: exit %d, want %d\n%s", code, exitUsage, errOut)
+	}
+}
