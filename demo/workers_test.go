@@ -268,3 +268,51 @@ func TestRunWorkersRescalesFromThreeWorkersToOne(t *testing.T) {
 		}
 	}
 }
+
+// A worker busy with a request (here: opening the store, which hangs)
+// stops at once when the coordinator closes the connection, instead of
+// working on for nobody.
+func TestServeWorkerStopsWorkWhenTheCoordinatorGoes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cancelled := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeWorker(t.Context(), WorkerConfig{Coordinator: ln.Addr().String(), Slot: 0, Dir: t.TempDir(),
+			Open: func(ctx context.Context, _ string) (blobstore.Blobstore, error) {
+				<-ctx.Done()
+				close(cancelled)
+				return nil, ctx.Err()
+			}})
+	}()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newWireConn(conn)
+	var h wireHello
+	if err := c.recv(&h); err != nil || h.Slot != 0 || h.Version != wireVersion {
+		t.Fatalf("hello %+v, %v", h, err)
+	}
+	if err := c.send(wireRequest{Op: opOpen, Store: "test://", Owners: []string{"part-00"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the worker is in Open now
+	_ = c.close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCoordinatorGone) {
+			t.Fatalf("ServeWorker: %v, want ErrCoordinatorGone", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop within 10s of its coordinator's going")
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("the worker's request was not cancelled")
+	}
+}

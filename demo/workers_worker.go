@@ -104,7 +104,10 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 			cfg.Logger.Info("demo worker: done", "worker", w.id)
 			return nil
 		}
-		rep, err := w.handle(ctx, &req)
+		rep, err := handleWatched(ctx, c, func(ctx context.Context) (*wireReply, error) { return w.handle(ctx, &req) })
+		if errors.Is(err, ErrCoordinatorGone) {
+			return fmt.Errorf("demo: worker %s: %s: %w", w.id, req.Op, err)
+		}
 		if err != nil {
 			rep = &wireReply{Err: err.Error()}
 			cfg.Logger.Warn("demo worker: request failed", "worker", w.id, "op", req.Op, "err", err)
@@ -113,6 +116,40 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 			return fmt.Errorf("demo: worker %s: reply: %w: %w", w.id, ErrCoordinatorGone, err)
 		}
 	}
+}
+
+// handleWatched runs handle while watching the connection: the
+// coordinator sends nothing while it waits for a reply, so a read that
+// returns means it closed the connection (it died, or gave up on this
+// worker), and handle's context is cancelled at once instead of letting
+// an upload or a download run on for nobody.
+func handleWatched(ctx context.Context, c *wireConn, handle func(context.Context) (*wireReply, error)) (*wireReply, error) {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var gone error
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var b [1]byte
+		_, err := c.r.Read(b[:])
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return // the deadline below: handle is done
+		}
+		if err == nil {
+			err = errors.New("the coordinator sent a request before the reply to the previous one")
+		}
+		gone = err
+		cancel()
+	}()
+	rep, err := handle(hctx)
+	_ = c.conn.SetReadDeadline(time.Unix(1, 0)) // stop the watch
+	<-watched
+	_ = c.conn.SetReadDeadline(time.Time{})
+	if gone != nil {
+		return nil, fmt.Errorf("%w while handling the request: %w", ErrCoordinatorGone, gone)
+	}
+	return rep, err
 }
 
 // dialCoordinator connects to addr, retrying until timeout: the
