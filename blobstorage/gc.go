@@ -140,7 +140,7 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 	}
 
 	deletedShared := map[string]bool{}
-	defer func() { s.cache.dropKeys(deletedShared) }()
+	defer func() { s.cache.dropKeys(deletedShared); s.forgetKnownLocked(deletedShared) }()
 	for _, d := range plan.deletions {
 		if !opts.DryRun {
 			// The fence is checked before every delete: a writer that

@@ -85,7 +85,8 @@ func (s *Storage) UseRemote(r RemoteState) {
 const remoteCatalogPrefix = "REMOTE-OBJ-CATALOG-"
 
 // remoteRefsLocked returns the remote objects checkpoint data references
-// (nil in local mode), checked: each owner is one of data's, each key
+// (nil in local mode) for the owners data saves from the local disk,
+// checked: each key
 // valid and under RemotePrefix, and each object not created by this
 // Storage's open databases exists with its size (a Stat, once per
 // epoch). Objects under the state's own prefixes were durable before
@@ -96,12 +97,7 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 		return s.imported.refs, nil // uploaded and checked by SaveImported
 	}
 	if s.remote == nil {
-		for _, f := range files {
-			if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
-				return nil, fmt.Errorf("owner %q holds state in remote mode (%s): call UseRemote before Save, or no checkpoint would own its objects", f.owner, f.rel)
-			}
-		}
-		return nil, nil
+		return nil, refuseRemoteCatalog(files, "call UseRemote before Save")
 	}
 	if len(data.StateDirs) == 0 {
 		return nil, nil // no state (and maybe no StateDir) in this checkpoint
@@ -112,8 +108,8 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 	}
 	out := map[string][]RemoteRef{}
 	for owner, list := range refs {
-		if len(list) == 0 {
-			continue
+		if _, ok := data.StateDirs[owner]; !ok || len(list) == 0 {
+			continue // not saved from here (a worker's owner, see Assign)
 		}
 		list = slices.Clone(list)
 		slices.SortFunc(list, func(a, b RemoteRef) int { return strings.Compare(a.Key, b.Key) })
@@ -160,6 +156,19 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 		s.remoteKnown[k] = s.epoch
 	}
 	return out, nil
+}
+
+// refuseRemoteCatalog fails if a file is a remote object catalog: state
+// in remote mode whose objects this save would not hand over to the
+// checkpoint (nothing would own them, and GC would delete them). what
+// says what to do instead.
+func refuseRemoteCatalog(files []*localFile, what string) error {
+	for _, f := range files {
+		if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
+			return fmt.Errorf("owner %q holds state in remote mode (%s): %s, or no checkpoint would own its objects", f.owner, f.rel, what)
+		}
+	}
+	return nil
 }
 
 func hasAnyPrefix(key string, prefixes []string) bool {

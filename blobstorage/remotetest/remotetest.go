@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 		{"GCOwnsRemoteObjects", GCOwnsRemoteObjects},
 		{"VerifyNamesMissingObject", VerifyNamesMissingObject},
 		{"SaveWithoutUseRemoteRefused", SaveWithoutUseRemoteRefused},
+		{"WorkerPartRefused", WorkerPartRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -790,5 +791,31 @@ func ZombieSaveInFlightDuringTakeover(t *testing.T, bs blobstore.Blobstore) {
 	}
 	if err := last.Read(t, m); err != nil {
 		t.Fatalf("read after GC: %v", err)
+	}
+}
+
+// WorkerPartRefused: a Worker's SavePart of state in remote mode fails
+// before writing a part (workers do not hand remote objects over).
+func WorkerPartRefused(t *testing.T, bs blobstore.Blobstore) {
+	a := NewJob(t, bs, blobstorage.Options{})
+	a.Write(t, Model{}, 1, 0, 1000)
+	w, err := blobstorage.NewWorker(bs, t.TempDir(), blobstorage.NewWorkerID("w0"), blobstorage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := checkpoint.NewID(1)
+	dirs, err := a.State.Checkpoint(t.Context(), w.StateDir(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.SavePart(t.Context(), a.Epoch, &checkpoint.CheckpointData{ID: id, StateDirs: dirs, Status: checkpoint.StatusCompleted})
+	if err == nil || !strings.Contains(err.Error(), "remote mode") {
+		t.Fatalf("SavePart of remote-mode state: %v", err)
+	}
+	for o, err := range bs.List(t.Context(), "checkpoints/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("the refused part left %q", o.Key)
 	}
 }

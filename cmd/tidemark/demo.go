@@ -42,6 +42,7 @@ type demoFlags struct {
 	concurrency int
 	outage      time.Duration
 	metricsAddr string
+	workersFlags
 }
 
 // defaultOutage is how long a store outage the demo rides through.
@@ -124,6 +125,7 @@ offset in demo/base for later runs.`,
 	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
+	a.addWorkersFlags(cmd, &f.workersFlags)
 	return cmd
 }
 
@@ -146,6 +148,9 @@ func (a *app) demoStoreURL(dir string) (string, error) {
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
 		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
+	}
+	if err := f.workersFlags.check(); err != nil {
+		return err
 	}
 	storeURL, err := a.demoStoreURL(f.dir)
 	if err != nil {
@@ -226,6 +231,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		}
 	}
 
+	if f.workers > 0 {
+		return a.runDemoWorkers(ctx, f, cfg, faults, openURL, storeURL, up, start)
+	}
 	res, err := demo.Run(demofault.With(ctx, faults), cfg)
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := map[string]any{
