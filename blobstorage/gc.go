@@ -46,6 +46,12 @@ type GCReport struct {
 	Bytes int64 `json:"bytes"`
 	// SharedObjects is how many of Objects were unreferenced shared files.
 	SharedObjects int `json:"shared_objects"`
+	// RemoteObjects is how many of Objects were remote objects of state
+	// in remote mode (DropRemoteUnreferenced, DropRemoteObsolete).
+	RemoteObjects int `json:"remote_objects"`
+	// RemoteKept, when not empty, says how many unreferenced remote
+	// objects were kept for being the live writer's, and why.
+	RemoteKept string `json:"remote_kept,omitempty"`
 	// Pins is the number of expired restore pins deleted.
 	Pins int `json:"pins"`
 	// AbortedUploads is the number of incomplete multipart uploads
@@ -112,8 +118,12 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 			rep.Dropped = append(rep.Dropped, v.ID)
 		}
 	}
+	if plan.liveWriterKept > 0 {
+		rep.RemoteKept = fmt.Sprintf("%d unreferenced remote objects under generation %s kept: only the writer of epoch %d knows which its open state uses",
+			plan.liveWriterKept, RemoteGeneration(inv.writerEpoch), inv.writerEpoch)
+	}
 	if plan.sharedUnknown {
-		rep.SharedKept = string(KeepUnreadable) + "; what it references is unknown, so no shared file is deleted"
+		rep.SharedKept = string(KeepUnreadable) + "; what it references is unknown, so no shared or remote file is deleted"
 		s.opts.Logger.Warn("blobstorage: gc: shared files kept: a retained record could not be read")
 	}
 
@@ -141,6 +151,11 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 			if !opts.DryRun {
 				deletedShared[d.Key] = true
 			}
+		case DropRemoteUnreferenced, DropRemoteObsolete:
+			rep.RemoteObjects++
+			if !opts.DryRun {
+				delete(s.remoteKnown, d.Key)
+			}
 		}
 		rep.Objects++
 		rep.Bytes += d.Size
@@ -166,6 +181,11 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 func (s *Storage) listInventory(ctx context.Context) (inventory, error) {
 	var inv inventory
 	var err error
+	// _writer before anything is listed: a writer that takes over later
+	// creates only objects younger than the grace period.
+	if inv.writerEpoch, err = s.readWriterEpoch(ctx); err != nil {
+		return inv, err
+	}
 	if inv.checkpoints, err = s.listCheckpoints(ctx); err != nil {
 		return inv, err
 	}
@@ -191,6 +211,18 @@ func (s *Storage) listInventory(ctx context.Context) (inventory, error) {
 		if _, ok := pinOfKey(o.Key); ok { // others are not ours: left alone
 			inv.pins = append(inv.pins, o)
 		}
+	}
+	for o, err := range s.bs.List(ctx, dirRemote) {
+		if err != nil {
+			return inv, fmt.Errorf("list %s: %w", dirRemote, err)
+		}
+		inv.remote = append(inv.remote, o)
+	}
+	// The live set after the listing: an object listed that the state no
+	// longer uses was dropped before this call; one it uses now and was
+	// not listed is younger than the grace period.
+	if inv.live, err = s.liveRemoteLocked(inv.writerEpoch); err != nil {
+		return inv, err
 	}
 	return inv, nil
 }

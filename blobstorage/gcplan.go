@@ -29,6 +29,9 @@ const (
 	DropOrphan       Reason = "files without a record, older than the grace period: a save that crashed"
 	DropUnreferenced Reason = "shared file no retained checkpoint references, older than the grace period"
 	DropExpiredPin   Reason = "restore pin older than PinTTL"
+	// Remote objects (state in remote mode), see planGC.
+	DropRemoteUnreferenced Reason = "remote object of an earlier or fenced writer that no retained checkpoint references, older than the grace period"
+	DropRemoteObsolete     Reason = "remote object this writer's open state no longer uses and no retained checkpoint references, older than the grace period"
 )
 
 // Verdict is GC's decision on one checkpoint.
@@ -59,9 +62,14 @@ type listedCheckpoint struct {
 
 // inventory is everything a GC run reads before it decides.
 type inventory struct {
-	checkpoints     []*listedCheckpoint // sorted by id
-	shared          []blobstore.ObjectInfo
-	pins            []blobstore.ObjectInfo
+	checkpoints []*listedCheckpoint // sorted by id
+	shared      []blobstore.ObjectInfo
+	pins        []blobstore.ObjectInfo
+	remote      []blobstore.ObjectInfo // under RemotePrefix
+	writerEpoch uint64                 // the epoch _writer held before the listing (0: none)
+	// live is the writer's own view of its remote-mode state (UseRemote),
+	// nil when this GC is not run by the writer of writerEpoch with one.
+	live            *liveRemote
 	latest          string // id _latest names, or ""
 	latestCompleted string // id _latest-completed names, or ""
 }
@@ -73,8 +81,12 @@ type gcPlan struct {
 	verdicts  []Verdict  // one per checkpoint, ascending id
 	deletions []Deletion // in execution order
 	// sharedUnknown is set when a retained record could not be read:
-	// what it references is unknown, so no shared file is deleted.
+	// what it references is unknown, so no shared or remote file is
+	// deleted.
 	sharedUnknown bool
+	// liveWriterKept counts the remote objects that would be deleted but
+	// for being under the generation of a writer that may be live.
+	liveWriterKept int
 }
 
 // planGC decides what to keep and what to delete. It is a pure function of
@@ -89,6 +101,18 @@ type gcPlan struct {
 // record, then its files. Shared files that no kept record references are
 // deleted once older than Grace, and none at all while a kept record is
 // unreadable. Savepoints are never listed, so never touched.
+//
+// Remote objects (remote/<owner>/e<epoch>-<suffix>/…, created by state in
+// remote mode) that a kept record references, or younger than Grace, are
+// kept; so is every remote object while a kept record is unreadable, and
+// any whose key carries no epoch. Of the others, those of the generation
+// of the writer _writer names (writerEpoch) are left to that writer: a GC
+// run by anyone else keeps them all, since only that writer knows what
+// its open databases use; the writer's own GC (UseRemote) deletes those
+// under its own prefixes that its databases no longer use
+// (DropRemoteObsolete) and keeps the rest of its generation. Objects of
+// every other epoch (earlier writers, fenced ones) are deleted
+// (DropRemoteUnreferenced).
 func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 	var p gcPlan
 	pinned := map[string]bool{}
@@ -127,6 +151,11 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 					referenced[f.Key] = true
 				}
 			}
+			for _, refs := range c.record.Remote {
+				for _, r := range refs {
+					referenced[r.Key] = true
+				}
+			}
 		}
 	}
 	for _, c := range drops {
@@ -146,6 +175,21 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 			if !referenced[o.Key] && age(now, o.ModTime) >= opts.Grace {
 				p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: DropUnreferenced})
 			}
+		}
+	}
+	if !p.sharedUnknown {
+		for _, o := range inv.remote {
+			if referenced[o.Key] || age(now, o.ModTime) < opts.Grace {
+				continue
+			}
+			why, del := remoteVerdict(o.Key, inv)
+			if !del {
+				if why == keepLiveWriter {
+					p.liveWriterKept++
+				}
+				continue
+			}
+			p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: why})
 		}
 	}
 	for _, o := range inv.pins {
@@ -184,5 +228,30 @@ func verdict(c *listedCheckpoint, now time.Time, opts Options, latestCompleted, 
 		return false, DropOld
 	default:
 		return false, DropAbandoned
+	}
+}
+
+// keepLiveWriter is remoteVerdict's reason to keep an object of the
+// generation of the writer _writer names (not a deletion's reason: kept
+// objects are counted in GCReport.RemoteKept).
+const keepLiveWriter Reason = "under the generation of the live writer"
+
+// remoteVerdict decides on a remote object that no kept record references
+// and that is older than Grace (see planGC): del says to delete it, for
+// reason why; a kept object has why "" or keepLiveWriter.
+func remoteVerdict(key string, inv inventory) (why Reason, del bool) {
+	epoch, ok := remoteOfKey(key)
+	switch {
+	case !ok:
+		return "", false // not a key of this layout: left alone
+	case epoch != inv.writerEpoch:
+		return DropRemoteUnreferenced, true
+	case inv.live == nil || inv.live.keys[key] || !hasAnyPrefix(key, inv.live.prefixes):
+		// Only the live writer knows what its databases use; under its
+		// own prefixes it says so (live), elsewhere in its generation
+		// (another open of the same epoch) it cannot.
+		return keepLiveWriter, false
+	default:
+		return DropRemoteObsolete, true
 	}
 }

@@ -44,6 +44,22 @@ func TestPlanGCRules(t *testing.T) {
 	pin := func(n uint64, at time.Time) blobstore.ObjectInfo {
 		return blobstore.ObjectInfo{Key: pinKey(id(n), "nonce"), ModTime: at}
 	}
+	// withRemote makes c's record reference the remote objects keys.
+	withRemote := func(c *listedCheckpoint, keys ...string) *listedCheckpoint {
+		c.record.Remote = map[string][]RemoteRef{}
+		for _, k := range keys {
+			c.record.Remote["op"] = append(c.record.Remote["op"], RemoteRef{Key: k, Size: 7})
+		}
+		return c
+	}
+	// robj is a remote object created by a writer of epoch e (its open
+	// "n"), at t.
+	rkey := func(e uint64, n, name string) string {
+		return "remote/op/" + RemoteGeneration(e) + "-" + n + "/" + name
+	}
+	robj := func(key string, at time.Time) blobstore.ObjectInfo {
+		return blobstore.ObjectInfo{Key: key, Size: 7, ModTime: at}
+	}
 	done := string(checkpoint.StatusCompleted)
 	prep := string(checkpoint.StatusPrepared)
 
@@ -52,6 +68,9 @@ func TestPlanGCRules(t *testing.T) {
 		inv     inventory
 		want    map[string]Reason // id → reason
 		deleted map[string]Reason // key → reason (exactly these)
+		// liveKept is how many unreferenced remote objects are kept for
+		// being under the live writer's generation.
+		liveKept int
 	}{
 		{
 			name: "the Keep newest completed checkpoints up to _latest-completed are kept, older ones dropped record first",
@@ -135,9 +154,72 @@ func TestPlanGCRules(t *testing.T) {
 				privateKey(id(1), 1, "op", "MANIFEST"): DropStale,
 			},
 		},
+		{
+			name: "remote objects: a kept record's are kept (pins included), a dropped one's go after Grace, young ones stay",
+			inv: inventory{checkpoints: []*listedCheckpoint{
+				withRemote(cp(1, done, old), rkey(1, "a", "1.sst")),
+				withRemote(cp(2, done, old), rkey(1, "a", "2.sst")),
+				withRemote(cp(3, done, old), rkey(1, "a", "3.sst")),
+				withRemote(cp(4, done, old), rkey(1, "a", "4.sst")),
+				withRemote(cp(5, done, old), rkey(1, "a", "5.sst")),
+			},
+				pins:   []blobstore.ObjectInfo{pin(1, young)},
+				remote: []blobstore.ObjectInfo{robj(rkey(1, "a", "1.sst"), old), robj(rkey(1, "a", "2.sst"), old), robj(rkey(1, "a", "3.sst"), old), robj(rkey(1, "a", "4.sst"), old), robj(rkey(1, "a", "5.sst"), old), robj(rkey(1, "a", "6.sst"), young)},
+				latest: id(5), latestCompleted: id(5), writerEpoch: 2},
+			want: map[string]Reason{id(1): KeepPinned, id(2): DropOld, id(3): DropOld, id(4): KeepNewest, id(5): KeepLatestCompleted},
+			deleted: map[string]Reason{
+				recordKey(id(2)): DropOld, privateKey(id(2), 1, "op", "MANIFEST"): DropOld,
+				recordKey(id(3)): DropOld, privateKey(id(3), 1, "op", "MANIFEST"): DropOld,
+				rkey(1, "a", "2.sst"): DropRemoteUnreferenced,
+				rkey(1, "a", "3.sst"): DropRemoteUnreferenced,
+			},
+		},
+		{
+			name: "remote objects of the live writer's generation are left alone by a GC that is not that writer; fenced epochs' go",
+			inv: inventory{checkpoints: []*listedCheckpoint{withRemote(cp(1, done, old), rkey(3, "a", "1.sst"))},
+				remote: []blobstore.ObjectInfo{robj(rkey(3, "a", "1.sst"), old), robj(rkey(3, "a", "9.sst"), old), robj(rkey(2, "z", "9.sst"), old), robj(rkey(4, "b", "9.sst"), old)},
+				latest: id(1), latestCompleted: id(1), writerEpoch: 4},
+			want: map[string]Reason{id(1): KeepLatestCompleted},
+			deleted: map[string]Reason{
+				rkey(3, "a", "9.sst"): DropRemoteUnreferenced,
+				rkey(2, "z", "9.sst"): DropRemoteUnreferenced,
+			},
+			liveKept: 1,
+		},
+		{
+			name: "the writer's own GC keeps what its state uses and other opens of its generation, and deletes its own obsolete objects",
+			inv: inventory{checkpoints: []*listedCheckpoint{withRemote(cp(1, done, old), rkey(4, "b", "1.sst"))},
+				remote: []blobstore.ObjectInfo{robj(rkey(4, "b", "1.sst"), old), robj(rkey(4, "b", "2.sst"), old), robj(rkey(4, "b", "3.sst"), old), robj(rkey(4, "b", "4.sst"), young), robj(rkey(4, "c", "9.sst"), old), robj(rkey(3, "a", "9.sst"), old)},
+				latest: id(1), latestCompleted: id(1), writerEpoch: 4,
+				live: &liveRemote{keys: map[string]bool{rkey(4, "b", "2.sst"): true}, prefixes: []string{"remote/op/e4-b/"}}},
+			want: map[string]Reason{id(1): KeepLatestCompleted},
+			deleted: map[string]Reason{
+				rkey(4, "b", "3.sst"): DropRemoteObsolete,
+				rkey(3, "a", "9.sst"): DropRemoteUnreferenced,
+			},
+			liveKept: 2,
+		},
+		{
+			name: "remote keys without an epoch locator are not ours; an unreadable kept record stops every remote deletion",
+			inv: inventory{checkpoints: []*listedCheckpoint{cp(1, done, old), cp(2, "unreadable", old)},
+				remote: []blobstore.ObjectInfo{robj("remote/op/g-1/1.sst", old), robj("remote/x", old), robj(rkey(1, "a", "1.sst"), old)},
+				latest: id(1), latestCompleted: id(1), writerEpoch: 4},
+			want: map[string]Reason{id(1): KeepLatestCompleted, id(2): KeepUnreadable},
+		},
+		{
+			name: "remote keys without an epoch locator are left alone",
+			inv: inventory{checkpoints: []*listedCheckpoint{cp(1, done, old)},
+				remote: []blobstore.ObjectInfo{robj("remote/op/g-1/1.sst", old), robj("remote/x", old), robj("remote/op/e0-a/1.sst", old), robj("remote/op/e1/1.sst", old), robj(rkey(1, "a", "1.sst"), old)},
+				latest: id(1), latestCompleted: id(1), writerEpoch: 4},
+			want:    map[string]Reason{id(1): KeepLatestCompleted},
+			deleted: map[string]Reason{rkey(1, "a", "1.sst"): DropRemoteUnreferenced},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := planGC(tc.inv, now, opts)
+			if p.liveWriterKept != tc.liveKept {
+				t.Errorf("%d remote objects kept for the live writer, want %d", p.liveWriterKept, tc.liveKept)
+			}
 			got := map[string]Reason{}
 			for _, v := range p.verdicts {
 				got[v.ID] = v.Reason

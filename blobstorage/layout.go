@@ -16,6 +16,7 @@ const (
 	dirCheckpoints     = "checkpoints/"
 	dirShared          = "shared/"
 	dirPins            = "pins/"
+	dirRemote          = RemotePrefix + "/"
 	recordName         = "checkpoint.json"
 	keyLatest          = "_latest"
 	keyLatestCompleted = "_latest-completed"
@@ -62,6 +63,32 @@ func pinOfKey(key string) (id string, ok bool) {
 	return id, ok && checkpoint.ValidateID(id) == nil
 }
 
+// remoteOfKey parses the key of an object of state in remote mode,
+// remote/<owner>/<locator>/<name> with a locator "e<epoch>-<suffix>"
+// (RemoteGeneration, then the random suffix state adds at every open):
+// the epoch of the writer that created it. ok is false for keys without
+// such a locator (left alone by GC).
+func remoteOfKey(key string) (epoch uint64, ok bool) {
+	rest, found := strings.CutPrefix(key, dirRemote)
+	if !found {
+		return 0, false
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return 0, false
+	}
+	gen, suffix, found := strings.Cut(parts[1], "-")
+	digits, isEpoch := strings.CutPrefix(gen, "e")
+	if !found || suffix == "" || !isEpoch || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	epoch, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || epoch == 0 {
+		return 0, false
+	}
+	return epoch, true
+}
+
 // isSharedKey reports whether key holds an immutable, shared file.
 func isSharedKey(key string) bool { return strings.HasPrefix(key, dirShared) }
 
@@ -74,11 +101,11 @@ func introducedBy(key, owner, id string) bool {
 
 // KeyClasses lists every class KeyClass returns but "other", for metrics
 // that register their series up front.
-var KeyClasses = []string{"record", "private", "shared", "pointer", "writer", "mark", "pin", "savepoint"}
+var KeyClasses = []string{"record", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint"}
 
 // KeyClass names the part of the layout a key belongs to, for metrics and
 // logs that count operations per kind of object: "record", "private",
-// "shared", "pointer", "writer", "mark", "pin", "savepoint", or "other"
+// "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint", or "other"
 // for a key that is not Tidemark's.
 func KeyClass(key string) string {
 	switch {
@@ -92,6 +119,8 @@ func KeyClass(key string) string {
 		return "mark"
 	case strings.HasPrefix(key, dirShared):
 		return "shared"
+	case strings.HasPrefix(key, dirRemote):
+		return "remote"
 	case strings.HasPrefix(key, dirPins):
 		return "pin"
 	case strings.HasPrefix(key, checkpoint.SavepointPrefix):

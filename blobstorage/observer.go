@@ -34,6 +34,11 @@ type SaveStats struct {
 	UploadedBytes int64
 	ReusedFiles   int
 	ReusedBytes   int64
+	// RemoteObjects and RemoteBytes are the objects of state in remote
+	// mode the checkpoint references (handed over, not uploaded; see
+	// UseRemote).
+	RemoteObjects int
+	RemoteBytes   int64
 	// Requests is the number of object store requests the Save made.
 	Requests int
 	Err      error

@@ -234,10 +234,15 @@ func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) erro
 // Verify downloads every file of checkpoint id and checks its size and
 // digest against the record, writing nothing. The first mismatch is an
 // error wrapping archive.ErrCorrupt that names the key; a missing object
-// wraps blobstore.ErrNotFound.
+// wraps blobstore.ErrNotFound. The remote objects of state in remote mode
+// (Record.Remote) are checked by a Stat each: present, with the recorded
+// size (their content is checked by Pebble's block checksums when read).
 func (s *Storage) Verify(ctx context.Context, id string) error {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := s.verifyRemote(ctx, rec); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)

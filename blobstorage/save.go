@@ -121,6 +121,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	st := SaveStats{ID: id, Completed: data.Completed()}
 	start, requests := time.Now(), s.requests.n.Load()
 	var files []*localFile
+	var remote map[string][]RemoteRef
 	defer func() {
 		for _, f := range files {
 			switch {
@@ -133,6 +134,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 			}
 		}
 		st.Duration, st.Requests, st.Err = time.Since(start), int(s.requests.n.Load()-requests), err
+		st.RemoteObjects, st.RemoteBytes = countRemote(remote)
 		s.opts.Observer.Saved(st)
 	}()
 	if err := s.checkWriterLocked(ctx); err != nil {
@@ -153,10 +155,13 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	if err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
+	if remote, err = s.remoteRefsLocked(ctx, data, files); err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
+	}
 	if err := s.uploadFiles(ctx, id, files); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
-	rec := &Record{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}}
+	rec := &Record{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}, Remote: remote}
 	for owner := range data.StateDirs {
 		rec.Files[owner] = []FileRef{} // an empty state dir is restored as one
 	}

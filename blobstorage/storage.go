@@ -119,6 +119,10 @@ type Record struct {
 	Epoch uint64 `json:"epoch"`
 	// Files maps each owner of checkpoint.CheckpointData.StateDirs to its files.
 	Files map[string][]FileRef `json:"files"`
+	// Remote maps owners in remote mode to the objects under RemotePrefix
+	// their state references (see UseRemote): owned by the checkpoint,
+	// not uploaded by it.
+	Remote map[string][]RemoteRef `json:"remote,omitempty"`
 }
 
 // pointer is the content of _latest and _latest-completed. An empty
@@ -180,6 +184,10 @@ type Storage struct {
 	writerETag string            // ETag of the _writer we wrote
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
+	remote     RemoteState       // UseRemote; nil: local mode
+	// remoteKnown maps remote objects a Save checked (or GC did not
+	// delete) to the epoch they were known to exist in.
+	remoteKnown map[string]uint64
 
 	cache fileCache
 }
@@ -193,13 +201,14 @@ var _ checkpoint.Storage = (*Storage)(nil)
 func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
 	rc := &requestCounter{Blobstore: bs}
 	return &Storage{
-		bs:         rc,
-		requests:   rc,
-		files:      blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
-		localDir:   localDir,
-		opts:       opts.withDefaults(),
-		recordETag: map[string]string{},
-		cache:      fileCache{m: map[fileIdent]cachedFile{}},
+		bs:          rc,
+		requests:    rc,
+		files:       blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
+		localDir:    localDir,
+		opts:        opts.withDefaults(),
+		recordETag:  map[string]string{},
+		remoteKnown: map[string]uint64{},
+		cache:       fileCache{m: map[fileIdent]cachedFile{}},
 	}
 }
 
@@ -367,8 +376,9 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, err
 	}
 	var extra struct {
-		Epoch uint64               `json:"epoch"`
-		Files map[string][]FileRef `json:"files"`
+		Epoch  uint64                 `json:"epoch"`
+		Files  map[string][]FileRef   `json:"files"`
+		Remote map[string][]RemoteRef `json:"remote"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -376,7 +386,10 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateFiles(d, extra.Files); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files}, nil
+	if err := validateRemote(d, extra.Remote); err != nil {
+		return nil, fmt.Errorf("decode record: %w", err)
+	}
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Remote: extra.Remote}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no

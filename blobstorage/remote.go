@@ -1,0 +1,262 @@
+package blobstorage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+)
+
+// RemotePrefix is the key prefix, relative to the Storage's Blobstore,
+// under which state in remote mode keeps its objects: pass it as
+// state.RemoteOptions.Prefix, with RemoteOptions.Store the same Blobstore
+// the Storage was given. Objects are then at
+// remote/<owner>/<locator>/<name>, where the locator starts with
+// RemoteGeneration(epoch) of the writer that created them.
+const RemotePrefix = "remote"
+
+// RemoteGeneration returns "e<epoch>", the generation a writer of the
+// given epoch passes as state.RemoteOptions.Generation, so that GC can
+// tell which writer created an object and leave a live writer's objects
+// alone.
+func RemoteGeneration(epoch uint64) string { return epochSegment(epoch) }
+
+// RemoteRef is one object of remote-mode state that a checkpoint
+// references without uploading it (an ownership hand-off).
+type RemoteRef struct {
+	// Key is the object's key in the Storage's Blobstore, under
+	// RemotePrefix.
+	Key string `json:"key"`
+	// Size is the object's length in bytes.
+	Size int64 `json:"size"`
+}
+
+// RemoteState is the view of remote-mode state a Storage needs
+// ((*state.Store).CheckpointRemote returns one).
+type RemoteState interface {
+	// CheckpointObjects returns, per owner, the objects the checkpoint
+	// in dir (a StateDir) references.
+	CheckpointObjects(ctx context.Context, dir string) (map[string][]RemoteRef, error)
+	// LiveObjects returns, per owner, the objects the open databases
+	// reference now.
+	LiveObjects() (map[string][]RemoteRef, error)
+	// Prefixes returns, per owner, the key prefix (ending in '/') under
+	// which the open databases create new objects.
+	Prefixes() map[string]string
+}
+
+// UseRemote puts the Storage in remote mode: from now on Save records
+// r.CheckpointObjects(StateDir(id)) in the record (Record.Remote) instead
+// of uploading those objects, and GC protects r's live objects and
+// prefixes. Call it after opening the state (after Acquire or Restore),
+// with the state opened with state.RemoteOptions{Store: the Storage's
+// Blobstore, Prefix: RemotePrefix, Generation: RemoteGeneration(epoch)}.
+//
+// A Save of a state directory holding a remote object catalog (Pebble's
+// REMOTE-OBJ-CATALOG-*) without UseRemote fails: the objects would be
+// owned by no checkpoint, and GC would delete them.
+func (s *Storage) UseRemote(r RemoteState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remote = r
+}
+
+// remoteCatalogPrefix starts the name of Pebble's remote object catalog,
+// present in a state directory only in remote mode.
+const remoteCatalogPrefix = "REMOTE-OBJ-CATALOG-"
+
+// remoteRefsLocked returns the remote objects checkpoint data references
+// (nil in local mode), checked: each owner is one of data's, each key
+// valid and under RemotePrefix, and each object not created by this
+// Storage's open databases exists with its size (a Stat, once per
+// epoch). Objects under the state's own prefixes were durable before
+// Pebble recorded them, and only that database or this writer's GC
+// deletes them.
+func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.CheckpointData, files []*localFile) (map[string][]RemoteRef, error) {
+	if s.remote == nil {
+		for _, f := range files {
+			if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
+				return nil, fmt.Errorf("owner %q holds state in remote mode (%s): call UseRemote before Save, or no checkpoint would own its objects", f.owner, f.rel)
+			}
+		}
+		return nil, nil
+	}
+	refs, err := s.remote.CheckpointObjects(ctx, s.StateDir(data.ID))
+	if err != nil {
+		return nil, fmt.Errorf("remote objects: %w", err)
+	}
+	out := map[string][]RemoteRef{}
+	for owner, list := range refs {
+		if len(list) == 0 {
+			continue
+		}
+		list = slices.Clone(list)
+		slices.SortFunc(list, func(a, b RemoteRef) int { return strings.Compare(a.Key, b.Key) })
+		out[owner] = slices.CompactFunc(list, func(a, b RemoteRef) bool { return a.Key == b.Key })
+	}
+	if err := validateRemote(data, out); err != nil {
+		return nil, err
+	}
+	var own []string
+	for _, p := range s.remote.Prefixes() {
+		own = append(own, p)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	var mu sync.Mutex
+	var verified []string
+	for owner, list := range out {
+		for _, r := range list {
+			if s.remoteKnown[r.Key] == s.epoch || hasAnyPrefix(r.Key, own) {
+				continue
+			}
+			g.Go(func() error {
+				info, err := s.bs.Stat(gctx, r.Key)
+				if err != nil {
+					return fmt.Errorf("owner %q: remote object %q: %w", owner, r.Key, err)
+				}
+				if info.Size != r.Size {
+					return fmt.Errorf("owner %q: remote object %q: %w: size %d in the store, %d in the state", owner, r.Key, archive.ErrCorrupt, info.Size, r.Size)
+				}
+				mu.Lock()
+				verified = append(verified, r.Key)
+				mu.Unlock()
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, k := range verified {
+		s.remoteKnown[k] = s.epoch
+	}
+	return out, nil
+}
+
+func hasAnyPrefix(key string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if p != "" && strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// validateRemote checks the remote references of a record: each owner has
+// a state dir, each key is a valid key under RemotePrefix and appears
+// once, and no size is negative.
+func validateRemote(d *checkpoint.CheckpointData, remote map[string][]RemoteRef) error {
+	seen := map[string]bool{}
+	for owner, refs := range remote {
+		if _, ok := d.StateDirs[owner]; !ok {
+			return fmt.Errorf("remote objects of owner %q, which has no state dir", owner)
+		}
+		for _, r := range refs {
+			if err := blobstore.ValidateKey(r.Key); err != nil {
+				return fmt.Errorf("remote object of owner %q: %w", owner, err)
+			}
+			if !strings.HasPrefix(r.Key, dirRemote) {
+				return fmt.Errorf("remote object %q of owner %q is not under %s", r.Key, owner, dirRemote)
+			}
+			if r.Size < 0 {
+				return fmt.Errorf("remote object %q of owner %q: bad size %d", r.Key, owner, r.Size)
+			}
+			if seen[r.Key] {
+				return fmt.Errorf("remote object %q is listed twice", r.Key)
+			}
+			seen[r.Key] = true
+		}
+	}
+	return nil
+}
+
+// liveRemote is what the writer's own state says it uses, for GC.
+type liveRemote struct {
+	keys     map[string]bool
+	prefixes []string
+}
+
+// liveRemoteLocked returns the live objects and prefixes of the state
+// UseRemote gave, or nil when this GC is not that writer's: without
+// UseRemote, or when another writer holds the role (epoch differs).
+func (s *Storage) liveRemoteLocked(writerEpoch uint64) (*liveRemote, error) {
+	if s.remote == nil || s.epoch == 0 || s.epoch != writerEpoch {
+		return nil, nil
+	}
+	live, err := s.remote.LiveObjects()
+	if err != nil {
+		return nil, fmt.Errorf("live remote objects: %w", err)
+	}
+	l := &liveRemote{keys: map[string]bool{}}
+	for _, refs := range live {
+		for _, r := range refs {
+			l.keys[r.Key] = true
+		}
+	}
+	for _, p := range s.remote.Prefixes() {
+		if p != "" {
+			l.prefixes = append(l.prefixes, p)
+		}
+	}
+	return l, nil
+}
+
+// readWriterEpoch returns the epoch _writer holds (0 when absent).
+func (s *Storage) readWriterEpoch(ctx context.Context) (uint64, error) {
+	var w writerRecord
+	_, err := s.getJSON(ctx, keyWriter, &w, false)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", keyWriter, err)
+	}
+	return w.Epoch, nil
+}
+
+// verifyRemote checks that every remote object of rec exists with its
+// recorded size (a Stat each: the content is checked by Pebble's block
+// checksums when it is read, not here).
+func (s *Storage) verifyRemote(ctx context.Context, rec *Record) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for _, owner := range sortedOwners(rec.Remote) {
+		for _, r := range rec.Remote[owner] {
+			g.Go(func() error {
+				info, err := s.bs.Stat(gctx, r.Key)
+				if errors.Is(err, blobstore.ErrNotFound) {
+					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w: deleted from the store: %w", rec.ID, owner, r.Key, archive.ErrCorrupt, err)
+				}
+				if err != nil {
+					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w", rec.ID, owner, r.Key, err)
+				}
+				if info.Size != r.Size {
+					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w: size %d, record says %d", rec.ID, owner, r.Key, archive.ErrCorrupt, info.Size, r.Size)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// countRemote returns the number and total size of the objects in refs.
+func countRemote(refs map[string][]RemoteRef) (n int, bytes int64) {
+	for _, list := range refs {
+		for _, r := range list {
+			n++
+			bytes += r.Size
+		}
+	}
+	return n, bytes
+}
