@@ -143,12 +143,16 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 		}
 		opts := state.Options{MemTableSize: 64 << 20, CacheSize: 64 << 20}
 		if m.remote {
-			opts.Remote = state.RemoteOptions{Store: pebbleJob, Prefix: instantRemotePrefix, Generation: fmt.Sprintf("e%d", epoch), Levels: m.levels}
+			opts.Remote = state.RemoteOptions{Store: pebbleJob, Prefix: blobstorage.RemotePrefix, Generation: fmt.Sprintf("e%d", epoch), Levels: m.levels}
 		}
 		live := filepath.Join(b.TempDir(), "live")
 		st, err := state.Open(live, opts)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if m.remote {
+			// Checkpoints reference the objects instead of uploading them.
+			w.UseRemote(st.CheckpointRemote())
 		}
 		m.built = buildBenchState(b, st, live, ids, keysPerOwner, valueSize)
 		m.pebbleUp = pebbleCounts.snapshot().up
@@ -201,7 +205,7 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 		return instantJob{
 			Kind: kind, Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
 			Bucket: bucket, Prefix: m.prefix, ID: m.id,
-			Remote: m.remote, RemotePrefix: instantRemotePrefix, Levels: m.levels, Generation: fmt.Sprintf("e%d", 100+i),
+			Remote: m.remote, RemotePrefix: blobstorage.RemotePrefix, Levels: m.levels, Generation: fmt.Sprintf("e%d", 100+i),
 			CacheSize: int64(mib) << 20 / int64(len(ids)) * 5 / 4,
 			Owners:    ids, KeysPerOwner: keysPerOwner, ValueSize: valueSize, Overwrite: 1, Seed: uint64(1000 + i),
 			ColdReads: 1000, WarmReads: 20000,
@@ -263,10 +267,6 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 	}
 	return modes
 }
-
-// instantRemotePrefix is where, in a job's store, Pebble creates the
-// objects of remote mode.
-const instantRemotePrefix = "remote"
 
 // eventOf returns the first event named ev.
 func eventOf(b *testing.B, events []instantTimedEvent, ev string) instantTimedEvent {
