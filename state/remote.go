@@ -140,6 +140,7 @@ type ownerRemote struct {
 
 	mu       sync.Mutex
 	storages map[remote.Locator]*lineageStorage
+	sizes    map[string]int64 // store key → size, from the MANIFEST (remote_sizes.go)
 	closed   bool
 }
 
@@ -187,7 +188,7 @@ func (r *ownerRemote) CreateStorage(loc remote.Locator) (remote.Storage, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &lineageStorage{Storage: inner, own: loc == r.locator}
+	s := &lineageStorage{Storage: inner, own: loc == r.locator, owner: r, loc: loc}
 	r.storages[loc] = s
 	return s, nil
 }
@@ -230,7 +231,9 @@ func (r *ownerRemote) configure(o *pebble.Options, ro RemoteOptions) {
 // lineageStorage is the storage of one locator; see ownerRemote.
 type lineageStorage struct {
 	*remotestore.Storage
-	own bool // the locator this open creates objects under
+	own   bool // the locator this open creates objects under
+	owner *ownerRemote
+	loc   remote.Locator
 }
 
 func isRefMarker(name string) bool { return strings.Contains(name, ".ref.") }
@@ -492,6 +495,9 @@ func (s *Store) openDB(path, id string) (*pebble.DB, *ownerRemote, error) {
 	if err := db.SetCreatorID(creator); err != nil {
 		return nil, nil, errors.Join(err, closeDB(db, r))
 	}
+	if err := r.learnSizes(db); err != nil {
+		return nil, nil, errors.Join(err, closeDB(db, r))
+	}
 	return db, r, nil
 }
 
@@ -525,6 +531,11 @@ var ErrRemoteObject = errors.New("state: remote object unreadable")
 func (r *ownerRemote) explain(err error) error {
 	info := pebble.ExtractDataCorruptionInfo(err)
 	if info == nil || !info.IsRemote {
+		if errors.Is(err, remotestore.ErrObjectChanged) {
+			// Found by a read past the end of an object opened with the
+			// MANIFEST's size (remote_sizes.go); the error names the key.
+			return fmt.Errorf("%w: %w", ErrRemoteObject, err)
+		}
 		return err
 	}
 	key, ok := r.objectKey(info.Locator, info.Path)
