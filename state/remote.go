@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -590,54 +589,3 @@ func (readOnlyFS) MkdirAll(dir string, _ os.FileMode) error {
 	return fmt.Errorf("mkdir %q: %w", dir, errReadOnly)
 }
 func (readOnlyFS) Lock(string) (io.Closer, error) { return io.NopCloser(nil), nil }
-
-// Hydrate reads every owner's whole key space once, in key order, so that
-// the blocks of the remote tables come into the secondary cache (and the
-// block cache) in large sequential reads instead of one ranged read per
-// cold point lookup. It is meant to run in the background after a
-// restore (go st.Hydrate(ctx)) while reads are already served; it stops
-// at the first error or when ctx is done. It helps only as far as
-// RemoteOptions.CacheSize holds an owner's remote tables: beyond that
-// the cache evicts what it read first. In local mode it only warms the
-// block cache.
-func (s *Store) Hydrate(ctx context.Context) error {
-	s.mu.Lock()
-	ids := slices.Sorted(maps.Keys(s.owners))
-	s.mu.Unlock()
-	for _, id := range ids {
-		o, err := s.Owner(id)
-		if err != nil {
-			return err
-		}
-		if err := o.hydrate(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (o *Owner) hydrate(ctx context.Context) error {
-	if err := o.s.acquire(); err != nil {
-		return o.errorf("hydrate", nil, err)
-	}
-	defer o.s.release()
-	it, err := o.db.NewIterWithContext(ctx, nil)
-	if err != nil {
-		return o.errorf("hydrate", nil, err)
-	}
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		if _, err := it.ValueAndErr(); err != nil {
-			return errors.Join(o.errorf("hydrate", nil, err), it.Close())
-		}
-		if n++; n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return errors.Join(o.errorf("hydrate", nil, err), it.Close())
-			}
-		}
-	}
-	if err := it.Close(); err != nil {
-		return o.errorf("hydrate", nil, err)
-	}
-	return nil
-}
