@@ -107,7 +107,8 @@ type instantMode struct {
 	timelines                  [][]instantTimedEvent
 	fullSpeed                  []float64 // NaN: not reached
 	cold, warm, hydrate        []float64
-	coldGets                   []float64 // GETs per cold read
+	coldGets, coldStats        []float64 // per cold read
+	warmReqs                   []float64 // GETs and Stats per warm read
 }
 
 func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
@@ -240,6 +241,8 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 			cold, warm, hyd := eventOf(b, events, "cold"), eventOf(b, events, "warm"), eventOf(b, events, "hydrated")
 			m.cold = append(m.cold, float64(cold.Reads)/cold.Secs)
 			m.coldGets = append(m.coldGets, float64(cold.Gets)/float64(cold.Reads))
+			m.coldStats = append(m.coldStats, float64(cold.Stats)/float64(cold.Reads))
+			m.warmReqs = append(m.warmReqs, float64(warm.Gets+warm.Stats)/float64(warm.Reads))
 			m.warm = append(m.warm, float64(warm.Reads)/warm.Secs)
 			m.hydrate = append(m.hydrate, hyd.Secs)
 			if err := os.RemoveAll(dir); err != nil {
@@ -322,7 +325,7 @@ func instantTable(all [][]*instantMode) string {
 	}
 	mibs := func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
 	fmt.Fprintln(&sb)
-	fmt.Fprintln(&sb, "| state | mode | first read, s | download / open / get, s | downloaded, MiB | full speed, s | cold reads/s (GETs each) | warm reads/s | hydrate, s | full checkpoint: up MiB, requests | incremental: written MiB; up MiB, requests by its checkpoint; with compactions |")
+	fmt.Fprintln(&sb, "| state | mode | first read, s | download / open / get, s | downloaded, MiB | full speed, s | cold reads/s (GETs, HEADs each) | warm reads/s (requests each) | hydrate, s | full checkpoint: up MiB, requests | incremental: written MiB; up MiB, requests by its checkpoint; with compactions |")
 	fmt.Fprintln(&sb, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, modes := range all {
 		for _, m := range modes {
@@ -334,9 +337,9 @@ func instantTable(all [][]*instantMode) string {
 			if !m.remote {
 				hyd = "–"
 			}
-			fmt.Fprintf(&sb, "| %d MiB | %s | %s | %s / %s / %s | %s | %s | %.0f (%.1f) | %.0f | %s | %s, %d | %s; %s, %d; %s, %d |\n",
+			fmt.Fprintf(&sb, "| %d MiB | %s | %s | %s / %s / %s | %s | %s | %.0f (%.2f, %.2f) | %.0f (%.3f) | %s | %s, %d | %s; %s, %d; %s, %d |\n",
 				m.mib, m.name, rng(m.first), f(median(m.download)), f(median(m.open)), f(median(m.get)),
-				mibs(int64(median(down))), rng(m.fullSpeed), median(m.cold), median(m.coldGets), median(m.warm), hyd,
+				mibs(int64(median(down))), rng(m.fullSpeed), median(m.cold), median(m.coldGets), median(m.coldStats), median(m.warm), median(m.warmReqs), hyd,
 				mibs(m.full.up), m.fullReqs, mibs(m.written), mibs(m.nextUp), m.nextReqs, mibs(m.incrUp), m.incrReqs)
 		}
 	}

@@ -75,9 +75,10 @@ type instantEvent struct {
 	// window, cold, warm: reads done in Secs; hydrated: Secs it took.
 	Reads int     `json:"reads,omitempty"`
 	Secs  float64 `json:"secs,omitempty"`
-	// cold, warm: ranged and whole GETs sent meanwhile.
-	Gets int64  `json:"gets,omitempty"`
-	Err  string `json:"err,omitempty"`
+	// cold, warm: ranged and whole GETs, and Stats (HEAD), sent meanwhile.
+	Gets  int64  `json:"gets,omitempty"`
+	Stats int64  `json:"stats,omitempty"`
+	Err   string `json:"err,omitempty"`
 }
 
 // instantChild runs the job in $TIDEMARK_INSTANT_CHILD and returns the
@@ -181,22 +182,24 @@ func (job instantJob) run(emit func(instantEvent)) error {
 
 	switch job.Kind {
 	case "reads":
-		g0 := counts.snapshot().get
+		c0 := counts.snapshot()
 		secs, err := timed(job.ColdReads)
 		if err != nil {
 			return err
 		}
-		emit(instantEvent{Ev: "cold", Reads: job.ColdReads, Secs: secs, Gets: counts.snapshot().get - g0})
+		c := counts.snapshot().sub(c0)
+		emit(instantEvent{Ev: "cold", Reads: job.ColdReads, Secs: secs, Gets: c.get, Stats: c.stat})
 		t := time.Now()
 		if err := st.Hydrate(ctx); err != nil {
 			return err
 		}
 		emit(instantEvent{Ev: "hydrated", Secs: time.Since(t).Seconds()})
-		g0 = counts.snapshot().get
+		c0 = counts.snapshot()
 		if secs, err = timed(job.WarmReads); err != nil {
 			return err
 		}
-		emit(instantEvent{Ev: "warm", Reads: job.WarmReads, Secs: secs, Gets: counts.snapshot().get - g0})
+		c = counts.snapshot().sub(c0)
+		emit(instantEvent{Ev: "warm", Reads: job.WarmReads, Secs: secs, Gets: c.get, Stats: c.stat})
 		return nil
 	case "timeline":
 		hydrated := make(chan error, 1)
