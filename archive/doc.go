@@ -10,7 +10,8 @@
 // every file its path, size and SHA-256. The files follow, one regular tar
 // entry each, in manifest order, and nothing else: no directory, link or
 // device entries. File paths are relative and '/'-separated, live under
-// state/<owner>/ (see [StatePrefix]) and obey [blobstore.ValidateKey], so an
+// state/<owner>/ (see [StatePrefix]) or, for the objects of state in
+// remote mode, remote/<owner>/ ([RemotePrefix]) and obey [blobstore.ValidateKey], so an
 // archive path can always be used as an object key and never names anything
 // outside the directory it is extracted into.
 //
@@ -48,7 +49,7 @@
 // An archive is untrusted input. Reading refuses, before or while it
 // streams, everything that does not match the manifest exactly: a missing
 // or late manifest, an unknown version, bad paths (absolute, "..", ".",
-// empty segments, backslashes, control characters, outside state/),
+// empty segments, backslashes, control characters, outside state/ and remote/),
 // non-regular entries (directories, symlinks, hard links, devices, FIFOs),
 // sparse files of every format and any entry whose bytes the stream does
 // not carry, duplicates, files the manifest does not list or that come

@@ -25,6 +25,14 @@ const ManifestName = "MANIFEST.json"
 // state directory.
 const StatePrefix = "state/"
 
+// RemotePrefix is the directory of the objects of state in remote mode
+// (Pebble tables kept in the object store rather than in the state
+// directory) that an archive carries so as to be self-contained: paths
+// RemotePrefix + "<owner>/" + the rest of the object's key, which is the
+// path itself (blobstorage keeps them under "remote/"). Extracting such
+// an archive puts the objects back into a store under the same keys.
+const RemotePrefix = "remote/"
+
 var (
 	// ErrCorrupt is wrapped by every refusal of archive content: a damaged,
 	// truncated, hostile or simply non-conforming archive. The message
@@ -39,7 +47,8 @@ var (
 
 // File describes one file of an archive.
 type File struct {
-	// Path is relative and '/'-separated, under StatePrefix.
+	// Path is relative and '/'-separated, under StatePrefix (or
+	// RemotePrefix).
 	Path string `json:"path"`
 	// Size is the length of the content in bytes.
 	Size int64 `json:"size"`
@@ -166,9 +175,9 @@ const MaxSegmentLen = 255
 
 // ValidatePath reports whether p may name a file in an archive: a valid
 // blobstore key (see blobstore.ValidateKey) with no backslash and no
-// segment longer than MaxSegmentLen, under StatePrefix with an owner
-// segment and at least one more segment. The error wraps ErrCorrupt and
-// blobstore.ErrInvalidKey.
+// segment longer than MaxSegmentLen, under StatePrefix (or RemotePrefix)
+// with an owner segment and at least one more segment. The error wraps
+// ErrCorrupt and blobstore.ErrInvalidKey.
 func ValidatePath(p string) error {
 	if err := blobstore.ValidateKey(p); err != nil {
 		return fmt.Errorf("%w: entry %q: %w", ErrCorrupt, p, err)
@@ -184,6 +193,9 @@ func ValidatePath(p string) error {
 		}
 	}
 	rest, ok := strings.CutPrefix(p, StatePrefix)
+	if !ok {
+		rest, ok = strings.CutPrefix(p, RemotePrefix)
+	}
 	if !ok || !strings.Contains(rest, "/") {
 		return fmt.Errorf("%w: entry %q: %w: not under %s<owner>/", ErrCorrupt, p, blobstore.ErrInvalidKey, StatePrefix)
 	}

@@ -27,6 +27,12 @@ var _ archiveSource = (*Storage)(nil)
 // and an OpenFunc that streams each from the store. archive.Write checks
 // every byte against the digest as it copies.
 //
+// The remote objects of state in remote mode (Record.Remote) are archived
+// too, under their keys (archive.RemotePrefix is RemotePrefix + "/"), so
+// that the archive is self-contained: the record holds no digest of
+// them, so each is read once to hash it before the archive is written
+// (and again, checked against that digest, as it is written).
+//
 // No restore pin is held: the caller archives a checkpoint GC retains
 // (checkpoint.CreateSavepoint archives the latest completed one, which GC always
 // keeps). A file GC deleted meanwhile fails the archive, never corrupts it.
@@ -44,6 +50,14 @@ func (s *Storage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, 
 			files = append(files, archive.File{Path: p, Size: f.Size, SHA256: f.SHA256})
 		}
 	}
+	remote, err := s.remoteArchiveFiles(ctx, rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range remote {
+		keys[f.Path] = f.Path // the archive path is the key
+	}
+	files = append(files, remote...)
 	slices.SortFunc(files, func(a, b archive.File) int { return strings.Compare(a.Path, b.Path) })
 	open := func(ctx context.Context, p string) (io.ReadCloser, error) {
 		key, ok := keys[p]

@@ -11,6 +11,10 @@
 //	checkpoints/<id>/checkpoint.json                  the record (Record as JSON)
 //	checkpoints/<id>/private/e<epoch>/<owner>/<path>  mutable files (MANIFEST, OPTIONS, WAL…)
 //	shared/<owner>/<id>-e<epoch>/<path>               immutable files (SSTs), uploaded once
+//	checkpoints/<id>/parts/e<epoch>/<owner>/<worker>/part.json      a worker's part (Part as JSON)
+//	checkpoints/<id>/parts/e<epoch>/<owner>/<worker>/files/<path>   its mutable files
+//	shared/<owner>/<id>-e<epoch>-<worker>/<path>      immutable files a worker uploaded
+//	remote/<owner>/e<epoch>-<nonce>/<name>            remote mode: SSTs Pebble wrote itself (see below)
 //	_latest, _latest-completed                         pointers {"id", "epoch"}, moved by CAS
 //	_writer                                            writer epoch {"epoch", "writer", "since"}
 //	_tidemark                                          the store's identity mark {"format", "created"}
@@ -21,6 +25,69 @@
 // never overwrites the new writer's bytes; shared files are named by the
 // checkpoint and epoch that first uploaded them, so a name is never
 // recycled (no ABA). KeyClass names the part of the layout a key is in.
+//
+// # Jobs spanning hosts
+//
+// When a job's owners run in several processes, each process is a
+// Worker: Worker.SavePart uploads the state of its owners for checkpoint
+// id and writes one Part record per owner, create-if-absent, at a key
+// named by (id, epoch, owner, worker id). The job's writer (a Storage
+// after Acquire) is the single commit point: after Assign(owner → worker
+// id), Save reads exactly one part per assigned owner (a GET at the key
+// the assignment names, no LIST), and writes the record — the parts'
+// files merged into Record.Files, the assignment in Record.Workers —
+// only when every one is there; then the pointers move as for any Save.
+// A part written under another epoch, or by a worker the assignment no
+// longer names (a replaced worker, which NewWorkerID gives a new id), is
+// not at that key and is never committed (ErrPartMissing); a zombie
+// worker writes only under its own id, so it never overwrites its
+// successor's objects. A worker reuses the immutable files it uploaded or
+// restored, as a Storage does — across a change of epoch only those a
+// committed checkpoint names, so that nothing uploaded for a fenced
+// writer is carried forward; Save checks that the files a part reuses
+// from earlier checkpoints still exist (a HEAD for each one no record
+// this writer wrote under its epoch names yet) before a record names
+// them, since the writer's GC does not tell the workers what it deleted.
+//
+// Worker.Restore downloads only the owners a worker runs, verified and
+// pinned as Storage.Restore; the checkpoint may have been saved with any
+// assignment, so a job resumes with more or fewer workers (rescale) and
+// the next Save records the new one. Parts live under checkpoints/<id>/
+// and shared/<owner>/<id>-…, so GC's rules apply unchanged: the parts of
+// a checkpoint that never committed are files without a record, removed
+// after Grace; the files a kept record references are kept.
+//
+// # Remote mode
+//
+// With state in remote mode (state.Options.Remote with Store the
+// Storage's Blobstore, Prefix RemotePrefix and Generation
+// RemoteGeneration(epoch), then UseRemote), Pebble writes SSTs to
+// remote/<owner>/<locator>/ itself, the locator being the generation of
+// the writer's epoch plus a random suffix drawn at every open. A Save
+// uploads only the local files and records, per owner, the remote
+// objects the checkpoint references (Record.Remote): ownership passes to
+// the checkpoint, nothing is copied. Restore downloads only the files;
+// the state is then opened with the same RemoteOptions (the new writer's
+// generation) and reads the objects where they are. Verify checks that
+// each exists with its recorded size.
+//
+// A fenced writer's new objects are under its own epoch's generation and
+// in no checkpoint of its successor, which restored an earlier one; its
+// Save fails with checkpoint.ErrFenced before recording any.
+//
+// GC owns the remote objects: it deletes one only if no retained
+// checkpoint (kept by retention, a pointer or a pin) references it, it is
+// older than Grace (Pebble uploads an object before it records it), and
+// it is not the live writer's. The generation of the epoch in _writer is
+// left alone by any GC but that writer's (a dry run, tidemark gc); the
+// writer's own GC (UseRemote) deletes the objects under its open
+// databases' prefixes that they no longer use, and keeps the rest of its
+// generation. Objects of other epochs (earlier, fenced writers) go once
+// unreferenced and past Grace. Keys under remote/ without such a locator
+// are left alone. A savepoint of such a checkpoint carries the objects
+// (paths under archive.RemotePrefix, their keys), and extracting it into
+// a Storage puts them back under the same keys (SaveImported); a
+// checkpoint.FileStorage target is refused before anything is written.
 //
 // # Store identity
 //
@@ -36,5 +103,6 @@
 //
 // storage.go holds the type, its options and the loads; layout.go every
 // key; fence.go the writer role; save.go, restore.go, gc.go, archive.go
-// one operation each.
+// one operation each; worker.go and parts.go the workers of a job
+// spanning hosts and the commit of their parts; remote.go the remote mode.
 package blobstorage

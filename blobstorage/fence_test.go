@@ -33,6 +33,7 @@ type fenceModel struct {
 	seq      int                          // makes every new table unique
 	latest   string                       // last observed _latest id
 	done     string                       // last observed _latest-completed id
+	wm       *workerModel                 // the job's workers (worker_fence_test.go)
 }
 
 func sha(s string) string {
@@ -78,7 +79,9 @@ func (m *fenceModel) restart(w int) {
 	}
 }
 
-func (m *fenceModel) save(w int, completed bool) {
+// save saves the next checkpoint by writer w: owner "w" from its disk
+// and, with parts, the workers' owners from their parts.
+func (m *fenceModel) save(w int, completed, parts bool) {
 	s := m.writers[w]
 	prev, err := s.Load(ctx)
 	if err != nil {
@@ -128,7 +131,13 @@ func (m *fenceModel) save(w int, completed bool) {
 		d.Status = checkpoint.StatusCompleted
 	}
 	d.StateDirs = map[string]string{"w": "w"}
-	if m.expect(w, "Save "+id, s.Save(ctx, d)) {
+	var committed bool
+	if parts {
+		committed = m.wm.commit(m, w, d, want)
+	} else {
+		committed = m.expect(w, "Save "+id, s.Save(ctx, d))
+	}
+	if committed {
 		m.want[id] = want
 		m.lastSave[w] = id
 	}
@@ -184,6 +193,7 @@ func (m *fenceModel) check() {
 	} else {
 		m.done = id
 	}
+	m.wm.check(m, reader)
 	if done == nil {
 		return
 	}
@@ -218,10 +228,12 @@ func TestBlobStorageFencingProperties(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer os.RemoveAll(root)
+		m.wm = newWorkerModel(m, filepath.Join(root, "workers"), 2)
 		for i := range n {
 			m.writers = append(m.writers, New(m.bs, filepath.Join(root, fmt.Sprint(i)), Options{Keep: 2, Concurrency: 2}))
 		}
-		ops := []string{"acquire", "save-prepared", "save-completed", "promote", "gc", "gc-late", "restart"}
+		ops := []string{"acquire", "save-prepared", "save-completed", "promote", "gc", "gc-late", "restart",
+			"part", "part-zombie", "replace-worker", "commit-prepared", "commit-completed", "round", "round"}
 		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
 		for range steps {
 			w := rapid.IntRange(0, n-1).Draw(rt, "writer")
@@ -229,7 +241,17 @@ func TestBlobStorageFencingProperties(t *testing.T) {
 			case "acquire":
 				m.acquire(w)
 			case "save-prepared", "save-completed":
-				m.save(w, op == "save-completed")
+				m.save(w, op == "save-completed", false)
+			case "commit-prepared", "commit-completed":
+				m.save(w, op == "commit-completed", true)
+			case "round":
+				// Every live worker saves its part, then writer w commits.
+				m.wm.round(m)
+				m.save(w, rapid.Bool().Draw(rt, "completed"), true)
+			case "part", "part-zombie":
+				m.wm.part(m, op == "part-zombie")
+			case "replace-worker":
+				m.wm.replace(m)
 			case "promote":
 				m.promote(w)
 			case "gc", "gc-late":

@@ -78,6 +78,14 @@ type GCReport struct {
 // run would delete at the same Now. Against a store another process is
 // writing, the report is a snapshot: that writer may save and move the
 // pointers after it, which a later real run takes into account.
+//
+// Remote objects of state in remote mode (see the package doc, "Remote
+// mode") are deleted by the same plan: unreferenced, past Grace, and not
+// the live writer's generation unless this Storage is that writer with
+// UseRemote. A real run by another process (tidemark gc --confirm) takes
+// the writer role first, so the job it fences is no longer the live
+// writer there and its unreferenced objects are deleted, where a dry run
+// keeps them (GCReport.RemoteKept says how many).
 func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error) {
 	if !opts.DryRun {
 		start := time.Now()
@@ -118,7 +126,11 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 			rep.Dropped = append(rep.Dropped, v.ID)
 		}
 	}
-	if plan.liveWriterKept > 0 {
+	switch {
+	case plan.liveWriterKept > 0 && inv.live != nil:
+		rep.RemoteKept = fmt.Sprintf("%d unreferenced remote objects of this writer's generation %s kept: its open state uses them (or another open of epoch %d created them)",
+			plan.liveWriterKept, RemoteGeneration(inv.writerEpoch), inv.writerEpoch)
+	case plan.liveWriterKept > 0:
 		rep.RemoteKept = fmt.Sprintf("%d unreferenced remote objects under generation %s kept: only the writer of epoch %d knows which its open state uses",
 			plan.liveWriterKept, RemoteGeneration(inv.writerEpoch), inv.writerEpoch)
 	}
@@ -128,7 +140,7 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 	}
 
 	deletedShared := map[string]bool{}
-	defer func() { s.cache.dropKeys(deletedShared) }()
+	defer func() { s.cache.dropKeys(deletedShared); s.forgetKnownLocked(deletedShared) }()
 	for _, d := range plan.deletions {
 		if !opts.DryRun {
 			// The fence is checked before every delete: a writer that

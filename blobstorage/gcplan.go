@@ -62,16 +62,17 @@ type listedCheckpoint struct {
 
 // inventory is everything a GC run reads before it decides.
 type inventory struct {
-	checkpoints []*listedCheckpoint // sorted by id
-	shared      []blobstore.ObjectInfo
-	pins        []blobstore.ObjectInfo
+	checkpoints     []*listedCheckpoint // sorted by id
+	shared          []blobstore.ObjectInfo
+	pins            []blobstore.ObjectInfo
+	latest          string // id _latest names, or ""
+	latestCompleted string // id _latest-completed names, or ""
+
 	remote      []blobstore.ObjectInfo // under RemotePrefix
 	writerEpoch uint64                 // the epoch _writer held before the listing (0: none)
 	// live is the writer's own view of its remote-mode state (UseRemote),
 	// nil when this GC is not run by the writer of writerEpoch with one.
-	live            *liveRemote
-	latest          string // id _latest names, or ""
-	latestCompleted string // id _latest-completed names, or ""
+	live *liveRemote
 }
 
 // gcPlan is what GC decided, in the order the executor deletes: records

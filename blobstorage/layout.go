@@ -36,6 +36,28 @@ func sharedKey(id string, epoch uint64, owner, rel string) string {
 	return path.Join(dirShared+owner, id+"-"+epochSegment(epoch), rel)
 }
 
+// partDir is where worker's part of owner in checkpoint id, saved under
+// epoch, lives: its record (partKey) and its private files
+// (workerPrivateKey). Under checkpoints/<id>/, so GC treats it as the
+// checkpoint's; the worker id makes it a zombie's own.
+func partDir(id string, epoch uint64, owner, worker string) string {
+	return path.Join(dirCheckpoints+id, "parts", epochSegment(epoch), owner, worker)
+}
+
+func partKey(id string, epoch uint64, owner, worker string) string {
+	return partDir(id, epoch, owner, worker) + "/part.json"
+}
+
+func workerPrivateKey(id string, epoch uint64, owner, worker, rel string) string {
+	return path.Join(partDir(id, epoch, owner, worker), "files", rel)
+}
+
+// workerSharedKey names an immutable file a worker uploads: like
+// sharedKey, with the worker id, so that introducedBy still holds.
+func workerSharedKey(id string, epoch uint64, owner, worker, rel string) string {
+	return path.Join(dirShared+owner, id+"-"+epochSegment(epoch)+"-"+worker, rel)
+}
+
 func pinKey(id, nonce string) string { return dirPins + id + "/" + nonce }
 
 // checkpointOfKey parses a key under checkpoints/: the checkpoint id it

@@ -2,8 +2,12 @@ package blobstorage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -64,6 +68,12 @@ type RemoteState interface {
 // A Save of a state directory holding a remote object catalog (Pebble's
 // REMOTE-OBJ-CATALOG-*) without UseRemote fails: the objects would be
 // owned by no checkpoint, and GC would delete them.
+//
+// The writer's own GC deletes objects its open databases created, no
+// longer use and no retained checkpoint references, once older than
+// Grace; an object in a state checkpoint taken but not yet saved is
+// protected by Grace only, so Grace must also exceed the time between a
+// state checkpoint and its Save and the interval between checkpoints.
 func (s *Storage) UseRemote(r RemoteState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -75,20 +85,22 @@ func (s *Storage) UseRemote(r RemoteState) {
 const remoteCatalogPrefix = "REMOTE-OBJ-CATALOG-"
 
 // remoteRefsLocked returns the remote objects checkpoint data references
-// (nil in local mode), checked: each owner is one of data's, each key
+// (nil in local mode) for the owners data saves from the local disk,
+// checked: each key
 // valid and under RemotePrefix, and each object not created by this
 // Storage's open databases exists with its size (a Stat, once per
 // epoch). Objects under the state's own prefixes were durable before
 // Pebble recorded them, and only that database or this writer's GC
 // deletes them.
 func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.CheckpointData, files []*localFile) (map[string][]RemoteRef, error) {
+	if s.imported != nil && s.imported.id == data.ID {
+		return s.imported.refs, nil // uploaded and checked by SaveImported
+	}
 	if s.remote == nil {
-		for _, f := range files {
-			if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
-				return nil, fmt.Errorf("owner %q holds state in remote mode (%s): call UseRemote before Save, or no checkpoint would own its objects", f.owner, f.rel)
-			}
-		}
-		return nil, nil
+		return nil, refuseRemoteCatalog(files, "call UseRemote before Save")
+	}
+	if len(data.StateDirs) == 0 {
+		return nil, nil // no state (and maybe no StateDir) in this checkpoint
 	}
 	refs, err := s.remote.CheckpointObjects(ctx, s.StateDir(data.ID))
 	if err != nil {
@@ -96,8 +108,8 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 	}
 	out := map[string][]RemoteRef{}
 	for owner, list := range refs {
-		if len(list) == 0 {
-			continue
+		if _, ok := data.StateDirs[owner]; !ok || len(list) == 0 {
+			continue // not saved from here (a worker's owner, see Assign)
 		}
 		list = slices.Clone(list)
 		slices.SortFunc(list, func(a, b RemoteRef) int { return strings.Compare(a.Key, b.Key) })
@@ -137,10 +149,26 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if s.remoteKnown == nil && len(verified) > 0 {
+		s.remoteKnown = map[string]uint64{}
+	}
 	for _, k := range verified {
 		s.remoteKnown[k] = s.epoch
 	}
 	return out, nil
+}
+
+// refuseRemoteCatalog fails if a file is a remote object catalog: state
+// in remote mode whose objects this save would not hand over to the
+// checkpoint (nothing would own them, and GC would delete them). what
+// says what to do instead.
+func refuseRemoteCatalog(files []*localFile, what string) error {
+	for _, f := range files {
+		if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
+			return fmt.Errorf("owner %q holds state in remote mode (%s): %s, or no checkpoint would own its objects", f.owner, f.rel, what)
+		}
+	}
+	return nil
 }
 
 func hasAnyPrefix(key string, prefixes []string) bool {
@@ -259,4 +287,146 @@ func countRemote(refs map[string][]RemoteRef) (n int, bytes int64) {
 		}
 	}
 	return n, bytes
+}
+
+// remoteArchiveFiles returns the archive entries of rec's remote objects,
+// each path being the object's key, hashed by reading each object once
+// (in parallel). The size read must be the recorded one.
+func (s *Storage) remoteArchiveFiles(ctx context.Context, rec *Record) ([]archive.File, error) {
+	var files []archive.File
+	for _, owner := range sortedOwners(rec.Remote) {
+		for _, r := range rec.Remote[owner] {
+			if !strings.HasPrefix(r.Key, dirRemote+owner+"/") {
+				return nil, fmt.Errorf("blobstorage: archive %q: remote object %q of owner %q is not under %s%s/", rec.ID, r.Key, owner, dirRemote, owner)
+			}
+			if err := archive.ValidatePath(r.Key); err != nil {
+				return nil, fmt.Errorf("blobstorage: archive %q: %w", rec.ID, err)
+			}
+			files = append(files, archive.File{Path: r.Key, Size: r.Size})
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for i := range files {
+		f := &files[i]
+		g.Go(func() error {
+			rc, err := s.files.Get(gctx, f.Path)
+			if err != nil {
+				return fmt.Errorf("blobstorage: archive %q: remote object %q: %w", rec.ID, f.Path, err)
+			}
+			defer rc.Close()
+			h := sha256.New()
+			n, err := io.Copy(h, io.LimitReader(rc, f.Size+1))
+			if err != nil {
+				return fmt.Errorf("blobstorage: archive %q: remote object %q: %w", rec.ID, f.Path, err)
+			}
+			if n != f.Size {
+				return fmt.Errorf("blobstorage: archive %q: remote object %q: %w: size %d, record says %d", rec.ID, f.Path, archive.ErrCorrupt, n, f.Size)
+			}
+			f.SHA256 = hex.EncodeToString(h.Sum(nil))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// SaveImported saves data as Save does, for a checkpoint extracted from
+// an archive (checkpoint.ExtractCheckpoint calls it when the archive
+// carries remote objects): it first uploads every object in objects to
+// the key its archive path names (under RemotePrefix), reading it with
+// open and checking its size and SHA-256, then saves data recording those
+// objects as the checkpoint's remote objects (Record.Remote, by the owner
+// segment of each key). State restored from it then opens in remote mode
+// on this Storage's Blobstore. Objects are immutable, so an object
+// already in the store under its key is the same one and is uploaded
+// again harmlessly. A failure leaves no record; objects already uploaded
+// are unreferenced and GC deletes them after the grace period.
+func (s *Storage) SaveImported(ctx context.Context, data *checkpoint.CheckpointData, objects []archive.File, open archive.OpenFunc) error {
+	refs := map[string][]RemoteRef{}
+	for _, f := range objects {
+		rest, ok := strings.CutPrefix(f.Path, dirRemote)
+		owner, _, found := strings.Cut(rest, "/")
+		if !ok || !found {
+			return fmt.Errorf("blobstorage: save %q: archived object %q is not under %s<owner>/", data.ID, f.Path, dirRemote)
+		}
+		refs[owner] = append(refs[owner], RemoteRef{Key: f.Path, Size: f.Size})
+	}
+	if err := checkpoint.ValidateRecord(data); err != nil {
+		return fmt.Errorf("blobstorage: save: %w", err)
+	}
+	if err := validateRemote(data, refs); err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", data.ID, err)
+	}
+	if err := s.CheckWriter(ctx); err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", data.ID, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Concurrency)
+	for _, f := range objects {
+		g.Go(func() error {
+			if err := s.putVerified(gctx, f, open); err != nil {
+				return fmt.Errorf("blobstorage: save %q: remote object %q: %w", data.ID, f.Path, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.imported = &importedRemote{id: data.ID, refs: refs}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.imported = nil
+		s.mu.Unlock()
+	}()
+	return s.Save(ctx, data)
+}
+
+// importedRemote holds the remote objects SaveImported uploaded, for the
+// Save of that id it makes.
+type importedRemote struct {
+	id   string
+	refs map[string][]RemoteRef
+}
+
+// putVerified uploads the content open returns for f to key f.Path,
+// failing (before the upload completes) if it does not match f's size
+// and digest.
+func (s *Storage) putVerified(ctx context.Context, f archive.File, open archive.OpenFunc) error {
+	rc, err := open(ctx, f.Path)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return s.bs.Put(ctx, f.Path, &verifyingReader{r: io.LimitReader(rc, f.Size+1), h: sha256.New(), f: f})
+}
+
+// verifyingReader returns its content and, instead of io.EOF, an error
+// wrapping archive.ErrCorrupt if the content did not match f: a store's
+// Put fails on a reader error, so nothing wrong becomes visible.
+type verifyingReader struct {
+	r io.Reader
+	h hash.Hash
+	n int64
+	f archive.File
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if err == io.EOF {
+		if v.n != v.f.Size {
+			return n, fmt.Errorf("%w: size %d, archive says %d", archive.ErrCorrupt, v.n, v.f.Size)
+		}
+		if sum := hex.EncodeToString(v.h.Sum(nil)); sum != v.f.SHA256 {
+			return n, fmt.Errorf("%w: sha256 %s, archive says %s", archive.ErrCorrupt, sum, v.f.SHA256)
+		}
+	}
+	return n, err
 }

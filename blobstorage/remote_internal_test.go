@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -47,5 +48,13 @@ func TestDecodeRecordChecksRemoteRefs(t *testing.T) {
 		if _, err := decodeRecord([]byte(base + remote + "}")); err == nil || !strings.Contains(err.Error(), "record") {
 			t.Errorf("%s: decoded (%v)", what, err)
 		}
+	}
+}
+
+// An archived remote object's path is its key (remoteArchiveFiles,
+// SaveImported).
+func TestArchiveRemotePrefixIsTheKeyPrefix(t *testing.T) {
+	if archive.RemotePrefix != dirRemote {
+		t.Fatalf("archive.RemotePrefix %q, remote objects live under %q", archive.RemotePrefix, dirRemote)
 	}
 }

@@ -42,7 +42,18 @@ import (
 //
 // The immutable files restored are remembered, so that a Save of a later
 // checkpoint that hard-links them references them instead of uploading.
-func (s *Storage) Restore(ctx context.Context, id string) (err error) {
+//
+// Of a checkpoint of state in remote mode only the files are downloaded
+// (MANIFEST, OPTIONS, remote object catalog, WAL, local SSTs): the remote
+// objects stay in the store, and the state is opened with
+// state.Options.Remote{Store: the same Blobstore, Prefix: RemotePrefix,
+// Generation: RemoteGeneration(epoch)} (then UseRemote).
+func (s *Storage) Restore(ctx context.Context, id string) error {
+	return s.restore(ctx, id, nil, true)
+}
+
+// restore is Restore of every owner (all) or only of owners (Worker.Restore).
+func (s *Storage) restore(ctx context.Context, id string, owners []string, all bool) (err error) {
 	st, start := RestoreStats{ID: id}, time.Now()
 	defer func() {
 		st.Duration, st.Err = time.Since(start), err
@@ -59,6 +70,11 @@ func (s *Storage) Restore(ctx context.Context, id string) (err error) {
 	rec, err := s.readRecord(ctx, id)
 	if err != nil {
 		return fmt.Errorf("blobstorage: restore: %w", err)
+	}
+	if !all {
+		if rec, err = rec.only(owners); err != nil {
+			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+		}
 	}
 	dst := s.StateDir(id)
 	if _, err := os.Lstat(dst); err == nil {

@@ -36,11 +36,16 @@ type fileIdent struct {
 // cachedFile is where a file with a given fileIdent already lives in the
 // store. verified is the writer epoch under which the key was last known
 // to exist (uploaded or Stat'ed); 0 means never (seeded by Restore).
+// checked is when (a Worker's cache also expires by age, see reuse).
+// tentative marks a Worker's upload that no committed record is known to
+// name yet (see Worker.SavePart).
 type cachedFile struct {
-	key      string
-	size     int64
-	sha256   string
-	verified uint64
+	key       string
+	size      int64
+	sha256    string
+	verified  uint64
+	checked   time.Time
+	tentative bool
 }
 
 // fileCache maps file identities to shared keys. It has its own lock
@@ -61,6 +66,23 @@ func (c *fileCache) put(id fileIdent, f cachedFile) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[id] = f
+}
+
+// settle keeps, of the tentative entries, those whose key is in committed
+// (no longer tentative) and forgets the others.
+func (c *fileCache) settle(committed map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, f := range c.m {
+		switch {
+		case !f.tentative:
+		case committed[f.key]:
+			f.tentative = false
+			c.m[id] = f
+		default:
+			delete(c.m, id)
+		}
+	}
 }
 
 // dropKeys forgets every identity whose content lives at a key in keys
@@ -151,18 +173,31 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 		}
 	}
 
-	files, err = s.walkStateDirs(data)
+	// The owners assigned to workers come from their parts (parts.go),
+	// the others from the local disk.
+	rec, local, err := s.assembleLocked(ctx, data)
 	if err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
-	if remote, err = s.remoteRefsLocked(ctx, data, files); err != nil {
+	files, err = s.walkStateDirs(local)
+	if err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
-	if err := s.uploadFiles(ctx, id, files); err != nil {
+	if remote, err = s.remoteRefsLocked(ctx, local, files); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
-	rec := &Record{CheckpointData: data, Epoch: s.epoch, Files: map[string][]FileRef{}, Remote: remote}
-	for owner := range data.StateDirs {
+	rec.Remote = remote
+	epoch := s.epoch
+	err = s.uploadFiles(ctx, files, epoch, 0, func(f *localFile) string {
+		if f.shared {
+			return sharedKey(id, epoch, f.owner, f.rel)
+		}
+		return privateKey(id, epoch, f.owner, f.rel)
+	})
+	if err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
+	}
+	for owner := range local.StateDirs {
 		rec.Files[owner] = []FileRef{} // an empty state dir is restored as one
 	}
 	for _, f := range files {
@@ -173,13 +208,8 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	}
 	// Cache the uploaded immutable files only now: a failed Save may have
 	// uploaded some, but they are not worth trusting across a failure.
-	for _, f := range files {
-		if f.shared && f.uploaded {
-			if fid, ok := fileIdentOf(f.info); ok {
-				s.cache.put(fid, cachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: s.epoch})
-			}
-		}
-	}
+	s.rememberUploads(files, s.epoch, false)
+	s.noteCommittedLocked(rec)
 	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
@@ -260,27 +290,24 @@ func (s *Storage) walkStateDirs(data *checkpoint.CheckpointData) ([]*localFile, 
 }
 
 // uploadFiles fills in every file's FileRef: a cached immutable file is
-// referenced where it is (after checking once per epoch that it still
-// exists), the others are uploaded with bounded parallelism.
-func (s *Storage) uploadFiles(ctx context.Context, id string, files []*localFile) error {
+// referenced where it is (after checking once per epoch, and once per
+// maxAge if not 0, that it still exists), the others are uploaded with
+// bounded parallelism under the key keyOf names. Storage.Save and
+// Worker.SavePart both upload through it.
+func (s *Storage) uploadFiles(ctx context.Context, files []*localFile, epoch uint64, maxAge time.Duration, keyOf func(*localFile) string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)
 	for _, f := range files {
 		g.Go(func() error {
 			if f.shared {
-				if ref, ok, err := s.reuse(gctx, f); err != nil {
+				if ref, ok, err := s.reuse(gctx, f, epoch, maxAge); err != nil {
 					return err
 				} else if ok {
 					f.ref = ref
 					return nil
 				}
 			}
-			var key string
-			if f.shared {
-				key = sharedKey(id, s.epoch, f.owner, f.rel)
-			} else {
-				key = privateKey(id, s.epoch, f.owner, f.rel)
-			}
+			key := keyOf(f)
 			if err := blobstore.ValidateKey(key); err != nil {
 				return fmt.Errorf("owner %q file %s: %w", f.owner, f.rel, err)
 			}
@@ -297,11 +324,12 @@ func (s *Storage) uploadFiles(ctx context.Context, id string, files []*localFile
 }
 
 // reuse returns the FileRef of f's content already in the store, if the
-// cache knows it. A key not yet verified under this epoch is Stat'ed
-// once: it may come from a Restore, and a previous writer's GC may have
-// deleted it since; after our Acquire only our own GC deletes, and it
-// drops what it deletes from the cache.
-func (s *Storage) reuse(ctx context.Context, f *localFile) (FileRef, bool, error) {
+// cache knows it. A key not yet verified under epoch is Stat'ed once: it
+// may come from a Restore, and a previous writer's GC may have deleted it
+// since; after our Acquire only our own GC deletes, and it drops what it
+// deletes from the cache. A Worker's cache does not hear of the writer's
+// GC: it passes a maxAge, after which a key is Stat'ed again.
+func (s *Storage) reuse(ctx context.Context, f *localFile, epoch uint64, maxAge time.Duration) (FileRef, bool, error) {
 	fid, ok := fileIdentOf(f.info)
 	if !ok {
 		return FileRef{}, false, nil
@@ -310,7 +338,7 @@ func (s *Storage) reuse(ctx context.Context, f *localFile) (FileRef, bool, error
 	if !ok {
 		return FileRef{}, false, nil
 	}
-	if c.verified != s.epoch {
+	if c.verified != epoch || (maxAge > 0 && time.Since(c.checked) >= maxAge) {
 		info, err := s.bs.Stat(ctx, c.key)
 		if errors.Is(err, blobstore.ErrNotFound) || (err == nil && info.Size != c.size) {
 			return FileRef{}, false, nil
@@ -318,10 +346,23 @@ func (s *Storage) reuse(ctx context.Context, f *localFile) (FileRef, bool, error
 		if err != nil {
 			return FileRef{}, false, fmt.Errorf("owner %q file %s: %w", f.owner, f.rel, err)
 		}
-		c.verified = s.epoch
+		c.verified, c.checked = epoch, time.Now()
 		s.cache.put(fid, c)
 	}
 	return FileRef{Path: f.rel, Size: c.size, SHA256: c.sha256, Key: c.key}, true, nil
+}
+
+// rememberUploads caches the immutable files of files that were uploaded,
+// as verified under epoch (tentative: see cachedFile).
+func (s *Storage) rememberUploads(files []*localFile, epoch uint64, tentative bool) {
+	now := time.Now()
+	for _, f := range files {
+		if f.shared && f.uploaded {
+			if fid, ok := fileIdentOf(f.info); ok {
+				s.cache.put(fid, cachedFile{key: f.ref.Key, size: f.ref.Size, sha256: f.ref.SHA256, verified: epoch, checked: now, tentative: tentative})
+			}
+		}
+	}
 }
 
 // uploadFile puts the file at abs under key, hashing it in the same pass,

@@ -119,6 +119,10 @@ type Record struct {
 	Epoch uint64 `json:"epoch"`
 	// Files maps each owner of checkpoint.CheckpointData.StateDirs to its files.
 	Files map[string][]FileRef `json:"files"`
+	// Workers is the assignment the checkpoint was saved with (see
+	// Storage.Assign): owner → worker id, for the owners whose state came
+	// from a worker's part. Empty when one process saved everything.
+	Workers map[string]string `json:"workers,omitempty"`
 	// Remote maps owners in remote mode to the objects under RemotePrefix
 	// their state references (see UseRemote): owned by the checkpoint,
 	// not uploaded by it.
@@ -184,9 +188,12 @@ type Storage struct {
 	writerETag string            // ETag of the _writer we wrote
 	fenced     bool              // saw checkpoint.ErrFenced; sticky until Acquire
 	recordETag map[string]string // id → ETag of the record this writer last wrote
+	assign     Assignment        // owners saved from workers' parts (parts.go)
+	known      map[string]uint64 // shared key → epoch whose record referenced it (parts.go)
 	remote     RemoteState       // UseRemote; nil: local mode
-	// remoteKnown maps remote objects a Save checked (or GC did not
-	// delete) to the epoch they were known to exist in.
+	imported   *importedRemote   // set by SaveImported for its Save
+	// remoteKnown maps remote objects a Save checked to the epoch they
+	// were known to exist in (GC forgets what it deletes); nil until then.
 	remoteKnown map[string]uint64
 
 	cache fileCache
@@ -201,14 +208,13 @@ var _ checkpoint.Storage = (*Storage)(nil)
 func New(bs blobstore.Blobstore, localDir string, opts Options) *Storage {
 	rc := &requestCounter{Blobstore: bs}
 	return &Storage{
-		bs:          rc,
-		requests:    rc,
-		files:       blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
-		localDir:    localDir,
-		opts:        opts.withDefaults(),
-		recordETag:  map[string]string{},
-		remoteKnown: map[string]uint64{},
-		cache:       fileCache{m: map[fileIdent]cachedFile{}},
+		bs:         rc,
+		requests:   rc,
+		files:      blobstore.WithResumingReads(rc, blobstore.DefaultReadResumptions),
+		localDir:   localDir,
+		opts:       opts.withDefaults(),
+		recordETag: map[string]string{},
+		cache:      fileCache{m: map[fileIdent]cachedFile{}},
 	}
 }
 
@@ -376,9 +382,10 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, err
 	}
 	var extra struct {
-		Epoch  uint64                 `json:"epoch"`
-		Files  map[string][]FileRef   `json:"files"`
-		Remote map[string][]RemoteRef `json:"remote"`
+		Epoch   uint64                 `json:"epoch"`
+		Files   map[string][]FileRef   `json:"files"`
+		Workers map[string]string      `json:"workers"`
+		Remote  map[string][]RemoteRef `json:"remote"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -389,7 +396,7 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateRemote(d, extra.Remote); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Remote: extra.Remote}, nil
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no

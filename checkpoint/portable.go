@@ -30,7 +30,8 @@ type archiveSource interface {
 
 // ArchiveCheckpoint writes a self-contained archive (package archive) of
 // checkpoint id — its JSON record plus a real copy of every per-owner
-// state directory, as state/<owner>/… — to w. Unlike the live checkpoint
+// state directory, as state/<owner>/… — to w. A blobstorage.Storage adds the
+// remote objects of state in remote mode, as remote/<owner>/…. Unlike the live checkpoint
 // (Pebble hard-links on one filesystem), the archive is portable: it can be
 // moved to another volume, host, or object store and extracted anywhere.
 //
@@ -111,6 +112,12 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // was restored from under RestoredFromKey in Source. The newer checkpoints
 // stay until retention drops them. The returned id is the one dst holds.
 //
+// An archive of state in remote mode carries the remote objects too
+// (archive.RemotePrefix): dst must be able to hold them (a
+// blobstorage.Storage, which uploads them under the same keys and records
+// them, so that the state opens in remote mode on dst's store); any other
+// Storage is refused with ErrRemoteState before anything is written.
+//
 // A staging directory left by a crash is named like an orphan state
 // directory, so FileStorage.SweepOrphans removes it.
 func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, error) {
@@ -128,14 +135,25 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 	if !cp.Completed() {
 		return "", fmt.Errorf("checkpoint: extract %q: %w: status %q is not completed", id, archive.ErrCorrupt, cp.Status)
 	}
+	var remote []archive.File
 	for _, f := range m.Files {
-		owner, _, _ := strings.Cut(strings.TrimPrefix(f.Path, archive.StatePrefix), "/")
+		rest, isRemote := strings.CutPrefix(f.Path, archive.RemotePrefix)
+		if isRemote {
+			remote = append(remote, f)
+		} else {
+			rest = strings.TrimPrefix(f.Path, archive.StatePrefix)
+		}
+		owner, _, _ := strings.Cut(rest, "/")
 		if _, ok := cp.StateDirs[owner]; !ok {
 			return "", fmt.Errorf("checkpoint: extract %q: %w: file %q belongs to no owner of the record", id, archive.ErrCorrupt, f.Path)
 		}
 	}
 	// Every check that can refuse comes before anything is written: the
-	// target must be able to take the record.
+	// target must be able to hold the remote objects and take the record.
+	importer, canImport := dst.(remoteImporter)
+	if len(remote) > 0 && !canImport {
+		return "", fmt.Errorf("checkpoint: extract %q: %w: the archive holds %d remote objects of state in remote mode, which a %T cannot hold; restore it into an object-store Storage (blobstorage)", id, ErrRemoteState, len(remote), dst)
+	}
 	if w, ok := dst.(writerChecker); ok {
 		if err := w.CheckWriter(ctx); err != nil {
 			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
@@ -158,16 +176,39 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 		source[RestoredFromKey] = []byte(id)
 		cp.Source, cp.ID, id = source, next, next
 	}
-	if err := extractState(ctx, ar, dst.StateDir(id), cp); err != nil {
+	remoteDir, err := extractState(ctx, ar, dst.StateDir(id), cp, len(remote) > 0)
+	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
+	if remoteDir != "" {
+		defer os.RemoveAll(remoteDir)
+	}
 	cp.Status = StatusCompleted
-	if err := dst.Save(ctx, cp); err != nil {
+	if len(remote) > 0 {
+		err = importer.SaveImported(ctx, cp, remote, archive.DirOpener(remoteDir, archive.RemotePrefix))
+	} else {
+		err = dst.Save(ctx, cp)
+	}
+	if err != nil {
 		// Leave nothing: the state directory belongs to no record.
 		_ = os.RemoveAll(dst.StateDir(id))
 		return "", fmt.Errorf("checkpoint: extract: %w", err)
 	}
 	return id, nil
+}
+
+// ErrRemoteState is returned (wrapped) by ExtractCheckpoint, before
+// anything is written, for an archive of state in remote mode (one that
+// carries remote objects, archive.RemotePrefix) and a target Storage that
+// cannot hold them (a FileStorage): restore it into a blobstorage.Storage.
+var ErrRemoteState = errors.New("checkpoint: state in remote mode needs an object-store Storage")
+
+// remoteImporter is implemented by a Storage that can hold the remote
+// objects of state in remote mode (blobstorage.Storage): SaveImported
+// uploads objects (read with open) to the keys their archive paths name
+// and saves d recording them.
+type remoteImporter interface {
+	SaveImported(ctx context.Context, d *CheckpointData, objects []archive.File, open archive.OpenFunc) error
 }
 
 // writerChecker is implemented by a Storage with a writer role
@@ -186,14 +227,18 @@ type writerChecker interface {
 // new). Both staging names start with '.' and contain ".tmp-", so
 // SweepOrphans removes what a crash leaves. A refusal leaves the parent
 // as it was, except for creating it when it did not exist.
-func extractState(ctx context.Context, ar *archive.Reader, stateDir string, cp *CheckpointData) (err error) {
+//
+// With withRemote, the archive's remote objects (archive.RemotePrefix)
+// are moved into a third staging directory beside stateDir, whose path
+// is returned for the caller to upload from and remove.
+func extractState(ctx context.Context, ar *archive.Reader, stateDir string, cp *CheckpointData, withRemote bool) (remoteDir string, err error) {
 	parent, name := filepath.Split(stateDir)
 	created := false
 	if _, err := os.Lstat(parent); errors.Is(err, fs.ErrNotExist) {
 		created = true
 	}
 	if err := fsync.MkdirAll(parent, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		if err != nil && created {
@@ -202,17 +247,17 @@ func extractState(ctx context.Context, ar *archive.Reader, stateDir string, cp *
 	}()
 	root, err := os.OpenRoot(parent)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer root.Close()
 	verified := "." + name + tempMarker + "verified-" + randomHex()
 	if err := ar.Extract(ctx, root, verified); err != nil {
-		return err
+		return "", err
 	}
 	defer root.RemoveAll(verified)
 	laid := "." + name + tempMarker + "laid-" + randomHex()
 	if err := root.Mkdir(laid, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -222,28 +267,42 @@ func extractState(ctx context.Context, ar *archive.Reader, stateDir string, cp *
 	for _, owner := range slices.Sorted(maps.Keys(cp.StateDirs)) {
 		to := path.Join(laid, cp.StateDirs[owner])
 		if err := root.MkdirAll(path.Dir(to), 0o755); err != nil {
-			return err
+			return "", err
 		}
 		err := root.Rename(path.Join(verified, archive.StatePrefix+owner), to)
 		if errors.Is(err, fs.ErrNotExist) {
 			err = root.Mkdir(to, 0o755) // an owner whose state dir was empty
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
+	}
+	if withRemote {
+		// Read back (uploaded) before the record is saved, then removed
+		// by the caller; not part of the state directory.
+		staged := "." + name + tempMarker + "remote-" + randomHex()
+		if err := root.Rename(path.Join(verified, strings.TrimSuffix(archive.RemotePrefix, "/")), staged); err != nil {
+			return "", err
+		}
+		defer func() {
+			if err != nil {
+				_ = root.RemoveAll(staged)
+			}
+		}()
+		remoteDir = filepath.Join(parent, staged)
 	}
 	// The renames and new directories must be durable before the rename
 	// that publishes them, and that before the record that names them.
 	if err := fsync.Tree(filepath.Join(parent, laid)); err != nil {
-		return err
+		return "", err
 	}
 	if err := root.RemoveAll(name); err != nil {
-		return err
+		return "", err
 	}
 	if err := root.Rename(laid, name); err != nil {
-		return err
+		return "", err
 	}
-	return fsync.Dir(parent)
+	return remoteDir, fsync.Dir(parent)
 }
 
 func randomHex() string {

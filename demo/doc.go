@@ -78,6 +78,26 @@
 // the state against every record and this store's committed output
 // against the records from that offset on ([Base]); the verdict says so.
 //
+// # Workers
+//
+// [RunWorkers] runs the same job as a coordinator and several worker
+// processes ([ServeWorker]) connected over TCP (JSON messages, one per
+// line). The state is split into [DefaultOwners] owners (words hashed to
+// owners), each a state.Store on the worker holding it; owner i goes to
+// worker slot i mod Workers. The coordinator holds the writer role, reads
+// the source, sends each batch to the workers of its words and stages
+// the output they report; at every checkpoint it sends a barrier, each
+// worker checkpoints its owners and saves them with
+// blobstorage.Worker.SavePart, and the coordinator's checkpoint.Coordinator
+// persists the checkpoint from the parts (blobstorage.Storage.Assign)
+// and commits the sink as [Run] does. A worker lost (connection broken or
+// a request timed out) is replaced by a new one (a new worker id) for its
+// slot; every worker rolls back to the latest completed checkpoint,
+// survivors from their own disks and the newcomer by restoring only its
+// owners from the store. A run with another number of workers restores
+// each owner on its new worker: rescale. The final check restores every
+// owner from the store.
+//
 // # Errors
 //
 // Run's errors wrap [ErrCrashed] (an injected crash: run again to

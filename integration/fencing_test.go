@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstorage/remotetest"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -215,6 +216,8 @@ type fenceRun struct {
 	latest   string                       // last observed _latest
 	done     string                       // last observed _latest-completed
 	restored string                       // last checkpoint restored on an empty node
+	wk       *runWorkers                  // the job's workers (workers_fencing_test.go); nil: none
+	remote   bool                         // writers in remote mode (remotetest.FakeRemote)
 }
 
 func sha256Hex(b []byte) string {
@@ -245,7 +248,11 @@ func (r *fenceRun) expect(w int, op string, err error) bool {
 }
 
 func (r *fenceRun) newWriter(w int) *blobstorage.Storage {
-	return blobstorage.New(r.bs, filepath.Join(r.root, strconv.Itoa(w)), blobstorage.Options{Keep: 2, Concurrency: 2})
+	s := blobstorage.New(r.bs, filepath.Join(r.root, strconv.Itoa(w)), blobstorage.Options{Keep: 2, Concurrency: 2})
+	if r.remote {
+		s.UseRemote(remotetest.FakeRemote{Store: r.bs})
+	}
+	return s
 }
 
 func (r *fenceRun) acquire(w int) {
@@ -318,7 +325,7 @@ func (r *fenceRun) save(w int, completed bool) {
 	if !completed {
 		d.Status = checkpoint.StatusPrepared
 	}
-	if r.expect(w, "Save "+id, s.Save(ctx, d)) {
+	if r.saveOrCommit(w, d, want) {
 		r.want[id] = want
 		r.lastSave[w] = id
 	}
@@ -373,6 +380,9 @@ func (r *fenceRun) check() {
 		}
 		*p.last = id
 	}
+	if r.wk != nil {
+		r.wk.checkMarks()
+	}
 	if done == nil {
 		return
 	}
@@ -417,13 +427,27 @@ func (r *fenceRun) check() {
 
 // TestRandomWritersKeepFencingInvariantsOnMinIO runs a random sequence of
 // about 30 operations (acquire, save prepared or completed, promote, GC
-// now or past every grace period, restart) by 2–3 writers of one bucket.
+// now or past every grace period, restart) by 2–3 writers of one bucket,
+// and by two workers of the job (barriers of parts, some under a stale
+// epoch or by a zombie, committed by the acting writer; a worker replaced
+// by a fresh one that restores its owner).
 // The seed is logged; TIDEMARK_FENCE_SEED replays one.
 func TestRandomWritersKeepFencingInvariantsOnMinIO(t *testing.T) {
 	randomWritersKeepFencingInvariants(t, miniotest.Shared(t))
 }
 
+// The same in remote mode: every checkpoint also hands over one object
+// per owner (remotetest.FakeRemote), which GC must keep while a retained
+// checkpoint references it (check verifies the latest completed one).
+func TestRandomWritersKeepFencingInvariantsInRemoteModeOnMinIO(t *testing.T) {
+	randomFencing(t, miniotest.Shared(t), true)
+}
+
 func randomWritersKeepFencingInvariants(t *testing.T, srv *miniotest.Server) {
+	randomFencing(t, srv, false)
+}
+
+func randomFencing(t *testing.T, srv *miniotest.Server, remote bool) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TIDEMARK_FENCE_SEED"); s != "" {
 		var err error
@@ -436,12 +460,14 @@ func randomWritersKeepFencingInvariants(t *testing.T, srv *miniotest.Server) {
 	n := 2 + rng.IntN(2)
 	r := &fenceRun{
 		t: t, bs: openBucket(t, srv, srv.NewBucket(t)), root: t.TempDir(), current: -1,
-		acquired: make([]bool, n), lastSave: make([]string, n), want: map[string]map[string]string{},
+		acquired: make([]bool, n), lastSave: make([]string, n), want: map[string]map[string]string{}, remote: remote,
 	}
+	withWorkers(r, 2)
 	for w := range n {
 		r.writers = append(r.writers, r.newWriter(w))
 	}
-	ops := []string{"acquire", "save-prepared", "save-completed", "save-completed", "promote", "gc", "gc-late", "restart"}
+	ops := []string{"acquire", "save-prepared", "save-completed", "save-completed", "promote", "gc", "gc-late", "restart",
+		"barrier-prepared", "barrier-completed", "barrier-completed", "replace-worker"}
 	counts := map[string]int{}
 	for step := range 30 {
 		w := rng.IntN(n)
@@ -459,6 +485,11 @@ func randomWritersKeepFencingInvariants(t *testing.T, srv *miniotest.Server) {
 			r.acquire(w)
 		case "save-prepared", "save-completed":
 			r.save(w, op == "save-completed")
+		case "barrier-prepared", "barrier-completed":
+			r.wk.barrier(rng)
+			r.save(w, op == "barrier-completed")
+		case "replace-worker":
+			r.wk.replace(rng.IntN(len(r.wk.slots)))
 		case "promote":
 			r.promote(w)
 		case "gc", "gc-late":

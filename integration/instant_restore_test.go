@@ -211,16 +211,18 @@ func instantCheckpoint(t *testing.T, bs blobstore.Blobstore, levels state.Remote
 		t.Fatal(err)
 	}
 	w := blobstorage.New(ckpt, t.TempDir(), blobstorage.Options{})
-	if _, err := w.Acquire(t.Context()); err != nil {
+	epoch, err := w.Acquire(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
 	opts := instantTestOptions
-	opts.Remote = state.RemoteOptions{Store: bs, Prefix: "remote", Generation: "e1", Levels: levels}
+	opts.Remote = state.RemoteOptions{Store: ckpt, Prefix: blobstorage.RemotePrefix, Generation: blobstorage.RemoteGeneration(epoch), Levels: levels}
 	st, err := state.Open(filepath.Join(t.TempDir(), "live"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	w.UseRemote(st.CheckpointRemote())
 	model = kvModel{}
 	writeKeys(t, st, model, owners, 1, 0, keys, 256)
 	id = checkpoint.NewID(1)
@@ -244,7 +246,7 @@ func instantRestore(t *testing.T, bs, ckpt blobstore.Blobstore, id string, level
 	t.Helper()
 	dir := restoreOnEmptyNode(t, ckpt, id)
 	opts := instantTestOptions
-	opts.Remote = state.RemoteOptions{Store: bs, Prefix: "remote", Generation: "e2", Levels: levels}
+	opts.Remote = state.RemoteOptions{Store: ckpt, Prefix: blobstorage.RemotePrefix, Generation: "e2", Levels: levels}
 	st, err := state.OpenCheckpoint(t.Context(), dir, filepath.Join(t.TempDir(), "work"), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +288,7 @@ func TestInstantRestoreOnMinIO(t *testing.T) {
 			// The checkpoint uploaded only local files: no table of the
 			// remote objects went into the checkpoint layer's keys.
 			for _, k := range blobstoretest.ListKeys(t, ckpt, "") {
-				if levels == state.RemoteAllLevels && strings.HasSuffix(k, ".sst") {
+				if levels == state.RemoteAllLevels && strings.HasSuffix(k, ".sst") && !strings.HasPrefix(k, blobstorage.RemotePrefix+"/") {
 					t.Errorf("all-levels checkpoint uploaded table %q", k)
 				}
 			}
@@ -337,7 +339,7 @@ func TestInstantRestoreFailsNamingAMissingOrCorruptObject(t *testing.T) {
 					victim = o
 				}
 			}
-			c.damage(t, bs, victim.Key)
+			c.damage(t, ckpt, victim.Key)
 			st := instantRestore(t, bs, ckpt, id, state.RemoteAllLevels)
 			err := readModel(t, st, model)
 			t.Logf("read error: %v", err)

@@ -98,7 +98,8 @@
 // (it refuses to create an object anywhere else) and reads older
 // locators' objects where the catalog says they are.
 //
-// The checkpoint layer, not Pebble, owns the objects:
+// The checkpoint layer, not Pebble, owns the objects
+// (blobstorage.Storage.UseRemote with [Store.CheckpointRemote]):
 //
 //   - Pebble deletes an obsolete object itself only if this open created
 //     it; Pebble protects every object of a checkpoint taken by the same

@@ -43,6 +43,7 @@ type demoFlags struct {
 	outage      time.Duration
 	metricsAddr string
 	remoteState string
+	workersFlags
 }
 
 // defaultOutage is how long a store outage the demo rides through.
@@ -136,6 +137,7 @@ offset in demo/base for later runs.`,
 	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all. A job in remote state cannot resume without it")
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
+	a.addWorkersFlags(cmd, &f.workersFlags)
 	return cmd
 }
 
@@ -161,6 +163,14 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
+	}
+	if err := f.workersFlags.check(); err != nil {
+		return err
+	}
+	if f.remoteState != "" && f.workers > 0 {
+		// A worker saves its part from local disk; remote-mode state would
+		// leave its objects owned by no checkpoint.
+		return usagef("demo: --remote-state does not work with --workers yet")
 	}
 	storeURL, err := a.demoStoreURL(f.dir)
 	if err != nil {
@@ -242,6 +252,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		}
 	}
 
+	if f.workers > 0 {
+		return a.runDemoWorkers(ctx, f, cfg, faults, openURL, storeURL, up, start)
+	}
 	res, err := demo.Run(demofault.With(ctx, faults), cfg)
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := map[string]any{

@@ -87,3 +87,14 @@ func blobGet(t *testing.T, store, key string) string {
 	}
 	return sb.String()
 }
+
+func TestDemoRemoteStateWithWorkersIsAUsageError(t *testing.T) {
+	dir, store := t.TempDir(), fileURL(t.TempDir())
+	_, errOut, code := tm(t, "", demoArgs(dir, store, "--remote-state", "--workers", "2")...)
+	if code != exitUsage || !strings.Contains(errOut, "--workers") {
+		t.Fatalf("--remote-state --workers 2: exit %d, want %d (usage)\n%s", code, exitUsage, errOut)
+	}
+	if keys := blobKeys(t, store, ""); len(keys) != 0 {
+		t.Fatalf("a refused run wrote %q", keys)
+	}
+}

@@ -23,6 +23,13 @@ and saves in progress) and deletes older checkpoints, abandoned prepared ones, s
 files no kept checkpoint references and leftovers of crashed saves and incomplete
 multipart uploads older than --grace. Savepoints are never touched.
 
+Remote objects (state in remote mode, under remote/) that no kept checkpoint
+references and older than --grace are deleted too, except those of the generation
+of the writer named in _writer: only that job knows which its open state uses, and
+it collects them itself. gc --confirm takes the writer role, so the job it fences
+is no longer that writer: its unreferenced objects are deleted (a dry run, which
+fences nothing, keeps them and says so).
+
 Without --confirm, gc only reads: it lists every checkpoint it would keep or drop
 and every key it would delete, each with its reason, deletes and writes nothing,
 and does not take the writer role, so it is safe against a running job
@@ -83,9 +90,12 @@ and a prefix that holds other data and no Tidemark mark, such as a bucket root.`
 				if rep.SharedKept != "" {
 					fmt.Fprintf(w, "shared files kept: %s\n", rep.SharedKept)
 				}
+				if rep.RemoteKept != "" {
+					fmt.Fprintf(w, "remote objects kept: %s\n", rep.RemoteKept)
+				}
 				fmt.Fprintf(w, "gc: kept %d checkpoints %v\n", len(rep.Retained), rep.Retained)
-				fmt.Fprintf(w, "gc: %s %d checkpoints %v, %d objects (%s), %d unreferenced shared files, %d expired pins, %d incomplete uploads\n",
-					verb, len(rep.Dropped), rep.Dropped, rep.Objects, humanBytes(rep.Bytes), rep.SharedObjects, rep.Pins, rep.AbortedUploads)
+				fmt.Fprintf(w, "gc: %s %d checkpoints %v, %d objects (%s), %d unreferenced shared files, %d remote objects, %d expired pins, %d incomplete uploads\n",
+					verb, len(rep.Dropped), rep.Dropped, rep.Objects, humanBytes(rep.Bytes), rep.SharedObjects, rep.RemoteObjects, rep.Pins, rep.AbortedUploads)
 				if dryRun && len(rep.Deletions) > 0 {
 					fmt.Fprintln(w, "gc: nothing was deleted; run again with --confirm to delete")
 				}

@@ -27,6 +27,10 @@ an upgrade - it starts a new lineage: a fresh id after every existing checkpoint
 which stay until retention drops them. Output the job committed after the savepoint
 is produced again by the resumed job, as after any rollback.
 
+A savepoint of a job whose state runs in remote mode carries the SSTs that lived in
+the store (under remote/); restore uploads them into the target store under the same
+keys, so the job resumes there in remote mode.
+
 It takes the writer role, which fences a job running on the store, but only after
 every check that can refuse has passed: the savepoint exists and verifies, and the
 store is a Tidemark store whose endpoint enforces conditional writes. A refused

@@ -27,6 +27,11 @@ type Faults struct {
 	// Hook is passed to the Coordinator, to crash at each protocol step;
 	// checkpoint.HookHalt ends the run with demo.ErrCrashed.
 	Hook func(step checkpoint.Step, id string) checkpoint.HookAction
+	// KillWorkerAfter, if not zero, makes demo.RunWorkers kill worker 0
+	// (through its Launcher, which must be a demo.Killer) when the source
+	// offset reaches it, once per store (see
+	// demo.KilledWorkerMarkerPrefix): the coordinator then replaces it.
+	KillWorkerAfter uint64
 }
 
 type key struct{}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/internal/demofault"
+)
+
+// workersFlags are the demo's flags of a job with workers.
+type workersFlags struct {
+	workers         int
+	listen          string
+	killWorkerAfter uint64
+	workerTimeout   time.Duration
+	joinTimeout     time.Duration
+}
+
+// addWorkersFlags registers the flags of a job with workers on the demo
+// command, and its hidden worker subcommand.
+func (a *app) addWorkersFlags(cmd *cobra.Command, f *workersFlags) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (0: one process); a resumed job may use another N")
+	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait for N `tidemark demo worker --coordinator HOST:PORT --slot K` to connect on this address (for example :7070)")
+	fl.Uint64Var(&f.killWorkerAfter, "kill-worker-after-records", 0, "with --workers: kill worker 0 (SIGKILL) when the source offset reaches N, once per store; the coordinator replaces it")
+	fl.DurationVar(&f.workerTimeout, "worker-timeout", demo.DefaultWorkerTimeout, "with --workers: a worker that does not answer a request within this long is replaced")
+	fl.DurationVar(&f.joinTimeout, "worker-join-timeout", demo.DefaultJoinTimeout, "with --workers: how long to wait for the workers to connect")
+	_ = fl.MarkHidden("kill-worker-after-records")
+	cmd.AddCommand(a.demoWorkerCmd())
+}
+
+func (f workersFlags) check() error {
+	switch {
+	case f.workers < 0:
+		return usagef("demo: --workers must not be negative")
+	case f.workers == 0 && (f.listen != "" || f.killWorkerAfter > 0):
+		return usagef("demo: --worker-listen and --kill-worker-after-records need --workers")
+	case f.listen != "" && f.killWorkerAfter > 0:
+		return usagef("demo: --kill-worker-after-records kills a worker this process started: not with --worker-listen")
+	case f.workerTimeout <= 0 || f.joinTimeout <= 0:
+		return usagef("demo: --worker-timeout and --worker-join-timeout must be positive")
+	}
+	return nil
+}
+
+// demoWorkerCmd is `tidemark demo worker`: one worker of a job whose
+// coordinator is `tidemark demo --workers N`.
+func (a *app) demoWorkerCmd() *cobra.Command {
+	var coord, dir string
+	var slot int
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run one worker of `tidemark demo --workers N`",
+		Long: `worker connects to the coordinator of a demo job run with --workers, holds the
+state of the owners the coordinator assigns to it, and saves them as its part of
+every checkpoint, in the store the coordinator names. A coordinator started
+without --worker-listen starts its workers itself.`,
+		Example: `  tidemark demo --workers 3 --worker-listen :7070 --store s3://…   # the coordinator
+  tidemark demo worker --coordinator coordinator:7070 --slot 0 --dir /work/node`,
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if coord == "" || slot < 0 || dir == "" {
+				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
+			}
+			return demo.ServeWorker(cmd.Context(), demo.WorkerConfig{
+				Coordinator: coord,
+				Slot:        slot,
+				Dir:         dir,
+				Logger:      a.logger,
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&coord, "coordinator", "", "the coordinator's address for workers, HOST:PORT")
+	fl.IntVar(&slot, "slot", -1, "the worker's slot, 0 … N-1")
+	fl.StringVar(&dir, "dir", "", "local working directory of the worker (should be empty)")
+	return cmd
+}
+
+// runDemoWorkers runs the demo job of cfg with f.workers workers; the
+// rest of the demo's setup is runDemo's.
+func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, faults demofault.Faults, openURL, storeURL string, up *uploads, start time.Time) error {
+	w := f.workersFlags
+	stderr := &syncWriter{w: a.env.stderr}
+	say := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	faults.KillWorkerAfter = w.killWorkerAfter
+	listen := w.listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("demo: listen for workers: %w", err)
+	}
+	wc := demo.WorkersConfig{
+		Config:        cfg,
+		Workers:       w.workers,
+		Listener:      l,
+		StoreURL:      openURL,
+		Concurrency:   f.concurrency,
+		WorkerTimeout: w.workerTimeout,
+		JoinTimeout:   w.joinTimeout,
+	}
+	if w.listen == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			_ = l.Close()
+			return fmt.Errorf("demo: find this executable to start workers: %w", err)
+		}
+		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: stderr, procs: map[int]*child{},
+			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}}
+		defer cl.close()
+		wc.Launcher = cl
+	} else {
+		say("waiting for %d workers on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", w.workers, l.Addr())
+	}
+	wc.OnWorker = func(e demo.WorkerEvent) {
+		switch e.Event {
+		case "joined":
+			say("worker %d joined: %s", e.Slot, e.Worker)
+		case "lost":
+			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, a new worker takes over its owners", e.Slot, e.Worker, e.Err)
+		case "opened":
+			from := "empty"
+			switch {
+			case e.Checkpoint != "" && len(e.Downloaded) > 0:
+				from = "restored from the store, checkpoint " + e.Checkpoint
+			case e.Checkpoint != "":
+				from = "from its own disk, checkpoint " + e.Checkpoint
+			}
+			say("worker %d (%s): owners %s, %s", e.Slot, e.Worker, strings.Join(e.Owners, ","), from)
+		}
+	}
+	res, err := demo.RunWorkers(demofault.With(ctx, faults), wc)
+	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
+	summary := map[string]any{
+		"store":            storeURL,
+		"dir":              f.dir,
+		"workers":          w.workers,
+		"replaced":         res.Replaced,
+		"assignment":       res.Assignment,
+		"action":           res.Action.String(),
+		"restored":         res.RestoredID,
+		"abandoned":        res.Abandoned,
+		"start_offset":     res.StartOffset,
+		"end_offset":       res.EndOffset,
+		"checkpoints":      res.Checkpoints,
+		"last_checkpoint":  res.LastID,
+		"uploaded_bytes":   upBytes,
+		"uploaded_objects": upObjects,
+		"seconds":          time.Since(start).Seconds(),
+	}
+	switch {
+	case err == nil || errors.Is(err, demo.ErrNotExactlyOnce):
+		summary["exactly_once"] = res.Check.OK()
+		summary["records"] = res.Check.Records
+		summary["words"] = res.Check.Words
+		summary["transactions"] = res.Check.Transactions
+		summary["output_from"] = res.Check.Base.Offset
+		summary["output_from_savepoint"] = res.Check.Base.Checkpoint
+		summary["check"] = res.Check.String()
+		a.emit(summary, func(w io.Writer) { fmt.Fprintln(w, res.Check.String()) })
+		if err != nil {
+			return fmt.Errorf("demo: %w", errVerify)
+		}
+		say("done in %s: %d checkpoints this run by %d workers (%d replaced); the coordinator uploaded %s in %d objects",
+			time.Since(start).Round(time.Millisecond), res.Checkpoints, w.workers, res.Replaced, humanBytes(upBytes), upObjects)
+		return nil
+	case ctx.Err() != nil:
+		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
+			res.EndOffset, orNone(res.LastID))
+		return errInterrupted
+	case errors.Is(err, checkpoint.ErrFenced):
+		return fmt.Errorf("%w (another process took over this store's job: stop one of them)", err)
+	}
+	return err
+}
+
+// syncWriter serializes the writes of the coordinator and its children.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// childLauncher starts the workers as child processes of this executable
+// (`tidemark demo worker`), each in an empty directory base/slot-K.
+type childLauncher struct {
+	exe  string
+	base string
+	args []string // global flags passed on
+	out  io.Writer
+
+	mu    sync.Mutex
+	procs map[int]*child
+	wg    sync.WaitGroup
+}
+
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var _ demo.Killer = (*childLauncher)(nil)
+
+// Launch starts the worker of slot with an empty directory, killing the
+// previous one of the slot if it still runs.
+func (l *childLauncher) Launch(ctx context.Context, slot int, addr string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old := l.procs[slot]; old != nil {
+		_ = old.cmd.Process.Kill()
+		<-old.done
+	}
+	dir := filepath.Join(l.base, "slot-"+strconv.Itoa(slot))
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	args := append([]string{"demo", "worker", "--coordinator", addr, "--slot", strconv.Itoa(slot), "--dir", dir}, l.args...)
+	cmd := exec.Command(l.exe, args...)
+	cmd.Stdout, cmd.Stderr = l.out, l.out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	l.procs[slot] = c
+	l.wg.Go(func() {
+		_ = cmd.Wait()
+		close(c.done)
+	})
+	return nil
+}
+
+// Kill kills the worker of slot with SIGKILL.
+func (l *childLauncher) Kill(slot int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.procs[slot]
+	if c == nil {
+		return fmt.Errorf("no worker runs slot %d", slot)
+	}
+	return c.cmd.Process.Kill()
+}
+
+// close waits a little for the children to exit (the coordinator told
+// them the job is done, or closed their connections), then kills the
+// ones still running.
+func (l *childLauncher) close() {
+	l.mu.Lock()
+	procs := l.procs
+	l.mu.Unlock()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	expired := false
+	for _, c := range procs {
+		if !expired {
+			select {
+			case <-c.done:
+				continue
+			case <-timer.C:
+				expired = true
+			}
+		}
+		select {
+		case <-c.done:
+		default:
+			_ = c.cmd.Process.Kill()
+		}
+	}
+	l.wg.Wait()
+}
