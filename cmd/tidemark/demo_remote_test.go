@@ -98,3 +98,22 @@ func TestDemoRemoteStateWithWorkersIsAUsageError(t *testing.T) {
 		t.Fatalf("a refused run wrote %q", keys)
 	}
 }
+
+// TestDemoRemoteStateResumedWithWorkersIsRefused: a job whose state is in
+// the store cannot be resumed by workers (they open state from local
+// disk): refused before the writer role is taken.
+func TestDemoRemoteStateResumedWithWorkersIsRefused(t *testing.T) {
+	store := fileURL(t.TempDir())
+	if _, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--remote-state", "--crash-after-records", "10000")...); code != exitCrashed {
+		t.Fatalf("crashing demo: exit %d\n%s", code, errOut)
+	}
+	writer := blobGet(t, store, "_writer")
+	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "2")...)
+	if code == 0 || !strings.Contains(errOut, "remote mode") {
+		t.Fatalf("resume by workers of remote state: exit %d, want a refusal:\n%s", code, errOut)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(errOut))
+	if got := blobGet(t, store, "_writer"); got != writer {
+		t.Fatalf("the refused run took the writer role: _writer %q, was %q", got, writer)
+	}
+}
