@@ -9,11 +9,11 @@ import (
 
 // ReadObjectOfSize is ReadObject for a caller that already knows the
 // object's size (Pebble's MANIFEST records the size of every table): it
-// sends no Stat. Opening a table is then one request fewer, which is a
-// third of a cold point read on a table not yet open (the Stat, the
-// table's tail with its index, the data block) and all of a read on a
-// table whose blocks are cached but whose reader was evicted from
-// Pebble's file cache.
+// sends no Stat. Opening a table is then one request fewer: one of the
+// several a cold point read on a table not yet open costs (the Stat, the
+// reads of its footer and index blocks, the data block), and the only
+// one of a read on a table whose blocks are cached but whose reader was
+// evicted from Pebble's file cache.
 //
 // The reader's guarantees are ReadObject's for an object of that size: a
 // missing object fails the first ReadAt (wrapping blobstore.ErrNotFound),
