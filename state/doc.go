@@ -123,9 +123,10 @@
 // wrong data, and the database stays usable for reads that do not need
 // the object.
 //
-// Cold point reads cost one ranged read each (a table not yet open costs
-// one more, for its tail: a restored database knows its tables' sizes
-// from the MANIFEST and opens them without a Stat); [Store.Hydrate], run
+// Cold point reads cost one ranged read each on a table already open; a
+// table not yet open adds the reads of its footer and index blocks (a
+// restored database knows its tables' sizes from the MANIFEST and opens
+// them without a Stat); [Store.Hydrate], run
 // in the background after a restore, reads the whole state into the
 // secondary cache (RemoteOptions.CacheSize per owner, preallocated on
 // local disk), several key ranges at a time. Table statistics are not collected in remote mode:
