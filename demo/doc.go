@@ -49,6 +49,23 @@
 // with the sum over the committed transactions and with the state
 // ([CheckExactlyOnce]).
 //
+// # Remote state (instant restore)
+//
+// With Config.RemoteState ([RemoteStateAll] or [RemoteStateLower]; the
+// CLI's --remote-state) the state runs in state's remote mode on the
+// Storage's own Blobstore: Pebble creates its tables under
+// blobstorage.RemotePrefix, labelled by the writer epoch
+// (blobstorage.RemoteGeneration), the Storage records them in each
+// checkpoint instead of uploading them (UseRemote), and GC keeps what
+// the live state and the retained checkpoints use. A resume on an empty
+// node downloads only the local part, opens at once and hydrates the
+// secondary cache in the background. The operator state records the
+// mode: a checkpoint in remote state resumed in local mode is refused
+// with [ErrStateMode] before the writer role is taken (Pebble cannot
+// open its tables without the store); local state resumed in remote mode
+// continues (its tables stay local and are uploaded as before, new ones
+// go to the store), and either level setting opens the other's state.
+//
 // # Resuming in another store
 //
 // A savepoint created on one store, copied to another (another bucket or
@@ -86,7 +103,8 @@
 // Run's errors wrap [ErrCrashed] (an injected crash: run again to
 // resume), blobstore.ErrConditionsIgnored (the endpoint ignores
 // conditional writes: the run wrote nothing), [ErrNotExactlyOnce] (the final check failed), [ErrJobMismatch]
-// (the store holds a job with other parameters), checkpoint.ErrFenced
+// (the store holds a job with other parameters), [ErrStateMode] (remote
+// state resumed in local mode: nothing changed), checkpoint.ErrFenced
 // (another writer took over: the run stops at once, with a message that
 // starts "demo: fenced: another node took over", and aborts nothing) or
 // the context's error.

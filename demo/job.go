@@ -96,6 +96,10 @@ type Config struct {
 	// small (1 MiB memtables, 4 MiB cache) so that SSTs are written, and
 	// checkpoints are incremental, even for a small run.
 	State state.Options
+	// RemoteState, if not RemoteStateOff, runs the state in remote mode
+	// (instant restore; see remote.go): RemoteStateAll or
+	// RemoteStateLower. Storage must be a blobstorage.Storage.
+	RemoteState string
 
 	// Progress, if set, receives progress events: at the start, after
 	// every completed checkpoint, about once a second while records flow,
@@ -213,6 +217,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Storage == nil || cfg.Sink == nil || cfg.Dir == "" {
 		return Result{}, errors.New("demo: run: Storage, Sink and Dir are required")
 	}
+	if err := checkRemoteConfig(cfg); err != nil {
+		return Result{}, err
+	}
 	r := &runner{cfg: cfg, faults: demofault.From(ctx), src: NewSource(cfg.Records, cfg.Words)}
 	res, err := r.run(ctx)
 	if cerr := r.close(); cerr != nil && err == nil {
@@ -256,7 +263,7 @@ func (r *runner) sameJob(cp *checkpoint.CheckpointData) error {
 		return fmt.Errorf("%w: checkpoint %s is of a job with %d records and %d words, not %d and %d",
 			ErrJobMismatch, cp.ID, off.Records, off.Words, r.cfg.Records, r.cfg.Words)
 	}
-	return nil
+	return r.checkStateMode(cp)
 }
 
 // runner is the state of one Run.
@@ -275,11 +282,17 @@ type runner struct {
 	completed chan string // ids of completed checkpoints, from OnCompleted
 	halted    chan struct{}
 	haltOnce  sync.Once
+
+	epoch       uint64 // the writer epoch Acquire took (0: no writer role)
+	stopHydrate func() // remote state: stops the background hydration
 }
 
 func (r *runner) close() error {
 	if r.coord != nil {
 		r.coord.Stop()
+	}
+	if r.stopHydrate != nil {
+		r.stopHydrate()
 	}
 	if r.state != nil {
 		return r.state.Close()
@@ -318,6 +331,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("demo: acquire writer: %w", err)
 		}
+		r.epoch = epoch
 		// Name this run's sink transactions by its epoch: a zombie that
 		// uses the same checkpoint id (it never moved _latest to it)
 		// stages and commits other objects than ours.
@@ -358,6 +372,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("demo: clear live state: %w", err)
 	}
 	var ops operatorState
+	stateOpts, remote := r.remoteOptions(r.epoch)
 	if cp := dec.Checkpoint; cp != nil {
 		res.RestoredID = cp.ID
 		if err := r.sameJob(cp); err != nil {
@@ -370,7 +385,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		if err := checkpoint.Materialize(ctx, cfg.Storage, cp); err != nil {
 			return res, fmt.Errorf("demo: materialize %s: %w", cp.ID, err)
 		}
-		r.state, err = state.OpenCheckpoint(ctx, cfg.Storage.StateDir(cp.ID), live, cfg.State)
+		r.state, err = state.OpenCheckpoint(ctx, cfg.Storage.StateDir(cp.ID), live, stateOpts)
 		if err != nil {
 			return res, fmt.Errorf("demo: open state of %s: %w", cp.ID, err)
 		}
@@ -380,10 +395,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		r.src.Seek(off.Next)
 		r.local = append(r.local, cp.ID)
 	} else {
-		r.state, err = state.Open(live, cfg.State)
+		r.state, err = state.Open(live, stateOpts)
 		if err != nil {
 			return res, fmt.Errorf("demo: open state: %w", err)
 		}
+	}
+	if remote {
+		r.useRemote(ctx)
 	}
 	if r.cnt, err = openCounts(r.state); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
@@ -468,6 +486,9 @@ const operatorKey = "wordcount"
 type operatorState struct {
 	// Runs counts the runs (starts) that took a checkpoint.
 	Runs int `json:"runs"`
+	// RemoteState is the Config.RemoteState of the run that took the
+	// checkpoint: whether its state is in remote mode.
+	RemoteState string `json:"remote_state,omitempty"`
 }
 
 // process reads the source to its end, checkpointing on the way, then
@@ -475,6 +496,7 @@ type operatorState struct {
 func (r *runner) process(ctx context.Context, res *Result, ops operatorState) error {
 	cfg := r.cfg
 	ops.Runs++
+	ops.RemoteState = cfg.RemoteState
 	opsBytes, _ := json.Marshal(ops)
 	buf := make([]string, cfg.Batch)
 	r.pending = map[string]uint64{}

@@ -73,18 +73,10 @@ func BenchmarkCheckpoint(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	start := time.Now()
-	writeKeys(b, st, nil, ids, 1, 0, keysPerOwner, valueSize)
-	for _, id := range ids {
-		o, _ := st.Owner(id)
-		if err := o.Flush(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	waitCompactionsQuiet(b, live)
+	took := buildBenchState(b, st, live, ids, keysPerOwner, valueSize)
 	// Logged by Full: a parent benchmark's log is not printed.
 	built := fmt.Sprintf("state: %d owners × %d keys × %d B values written and compacted in %v",
-		owners, keysPerOwner, valueSize, time.Since(start).Round(time.Millisecond))
+		owners, keysPerOwner, valueSize, took.Round(time.Millisecond))
 
 	// values remembers which value seed last wrote each overwritten key.
 	values := map[string]map[uint64]uint64{}
@@ -264,39 +256,6 @@ func spotCheck(b *testing.B, stateDir string, ids []string, keysPerOwner uint64,
 				b.Fatalf("restored owner %q key %d: present=%v err=%v, value differs from what was written", id, k, ok, err)
 			}
 		}
-	}
-}
-
-// waitCompactionsQuiet waits until the set of tables under dir has not
-// changed for three seconds (Pebble compacts in the background after a
-// bulk load), so that the incremental checkpoint measures the 1% change
-// rather than the tail of the load's compactions.
-func waitCompactionsQuiet(b *testing.B, dir string) {
-	b.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	var prev []string
-	stable := 0
-	for stable < 3 {
-		if time.Now().After(deadline) {
-			b.Fatal("Pebble still compacting after 5 minutes")
-		}
-		var cur []string
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && filepath.Ext(p) == ".sst" {
-				cur = append(cur, p)
-			}
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if slices.Equal(cur, prev) {
-			stable++
-		} else {
-			stable = 0
-		}
-		prev = cur
-		time.Sleep(time.Second)
 	}
 }
 
@@ -678,9 +637,15 @@ func processCPU(b *testing.B, pid int) cpuTimes {
 func countedBucket(tb testing.TB, partSize int64) (*s3store.Store, *countingTransport) {
 	tb.Helper()
 	srv := miniotest.Shared(tb)
+	return openCountedBucket(tb, srv, srv.NewBucket(tb), partSize)
+}
+
+// openCountedBucket opens bucket of srv with its HTTP requests counted.
+func openCountedBucket(tb testing.TB, srv *miniotest.Server, bucket string, partSize int64) (*s3store.Store, *countingTransport) {
+	tb.Helper()
 	requests := &countingTransport{base: benchTransport()}
 	bs, err := s3store.New(tb.Context(), s3store.Options{
-		Bucket: srv.NewBucket(tb), Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		Bucket: bucket, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PartSize: partSize,
 		HTTPClient: &http.Client{Transport: requests},
 	})

@@ -14,6 +14,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,21 @@ func demoArgs(store string, records int, slow string, extra ...string) []string 
 // job to the end, and the committed output holds every record exactly
 // once.
 func TestEphemeralNodeKilledResumesOnFreshContainerExactlyOnce(t *testing.T) {
+	killedNodeResumesOnFreshContainer(t)
+}
+
+// TestEphemeralNodeKilledResumesOnFreshContainerExactlyOnceRemoteState is
+// the same story with the state in the store (demo --remote-state): the
+// fresh container downloads only the local part of the state, reads its
+// tables from the bucket, and finishes exactly once.
+func TestEphemeralNodeKilledResumesOnFreshContainerExactlyOnceRemoteState(t *testing.T) {
+	killedNodeResumesOnFreshContainer(t, "--remote-state")
+}
+
+// killedNodeResumesOnFreshContainer plays the story of
+// TestEphemeralNodeKilledResumesOnFreshContainerExactlyOnce with extra
+// demo flags (the same on both nodes).
+func killedNodeResumesOnFreshContainer(t *testing.T, extra ...string) {
 	requireDocker(t)
 	nw, _ := newJobNetwork(t, false)
 	srv := miniotest.StartOnNetwork(t, nw.Name, "minio")
@@ -59,7 +75,8 @@ func TestEphemeralNodeKilledResumesOnFreshContainerExactlyOnce(t *testing.T) {
 	env := s3Env(srv.AccessKey, srv.SecretKey)
 	store := jobStoreURL(bucket, srv.NetworkEndpoint)
 	const records = 20000 // 200 batches of 25ms: about 5s of work
-	args := demoArgs(store, records, "25ms")
+	args := demoArgs(store, records, "25ms", extra...)
+	remote := slices.Contains(extra, "--remote-state")
 
 	first := startNode(t, nodeSpec{name: "node-1", net: nw, env: env, args: args})
 	seen := waitForPointer(t, bs, first, time.Minute, "second completed checkpoint",
@@ -96,6 +113,32 @@ func TestEphemeralNodeKilledResumesOnFreshContainerExactlyOnce(t *testing.T) {
 		t.Fatalf("node-2 resumed at record %d, want within (0, %d):\n%s", offset, records, out)
 	}
 	exactlyOnceOK(t, "node-2", out, records)
+	if remote {
+		// The state was in the bucket: its tables are objects under the
+		// job's remote/ prefix, and the checkpoint node-2 resumed from
+		// references them (no table of it was uploaded as a file).
+		objects := 0
+		for info, err := range bs.List(t.Context(), jobPrefix+"/remote/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(info.Key, ".sst") {
+				objects++
+			}
+		}
+		if objects == 0 || !strings.Contains(out, "state in the store") {
+			t.Fatalf("remote state: %d tables under %s/remote/, and node-2 said:\n%s", objects, jobPrefix, out)
+		}
+		for info, err := range bs.List(t.Context(), jobPrefix+"/shared/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(info.Key, ".sst") {
+				t.Fatalf("remote state (all levels): table %s uploaded by a checkpoint", info.Key)
+			}
+		}
+		t.Logf("%d tables in the bucket under %s/remote/", objects, jobPrefix)
+	}
 	t.Logf("node-2 resumed from %s (%s) at record %d and finished exactly once", id, action, offset)
 }
 

@@ -3,7 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,45 +15,51 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/state"
 )
 
-// BenchmarkInstantRestore compares restoring real Pebble state on an
-// empty node from MinIO in three modes:
+// BenchmarkInstantRestore compares, on MinIO, three ways of resuming a
+// job's real Pebble state on an empty node:
 //
-//   - local: today's restore (blobstorage.Storage downloads every
-//     file, then the state opens);
+//   - local: download-then-open (blobstorage.Storage downloads every
+//     file, then the state opens from local disk);
 //   - remote-all: state in remote mode with every SST in the store; the
 //     restore downloads the local part (MANIFEST, OPTIONS, WAL, catalog)
-//     and reads blocks on demand;
+//     and reads blocks on demand through the secondary cache;
 //   - remote-lower: remote mode with only L5 and L6 in the store.
 //
 // For each state size (TIDEMARK_BENCH_INSTANT_MIB, comma-separated MiB,
-// default "256,1024") and mode it builds the state (two owners, 1 KiB
-// incompressible values, compacted), takes and saves a full checkpoint,
-// then measures, per operation:
+// default "256,1024"; two owners, 1 KiB incompressible values) it builds
+// the state of every mode (buildBenchState), takes a full checkpoint,
+// overwrites 1 % of the keys and takes an incremental one. Then, in
+// TIDEMARK_BENCH_INSTANT_ROUNDS rounds (default 3), alternating the
+// modes, it restores each checkpoint in a child process (the test binary
+// re-executed: a fresh process on a fresh directory, nothing of the
+// state in its memory) and measures from the child's start:
 //
-//   - first-read-s (median of TIDEMARK_BENCH_INSTANT_RESTORES restores,
-//     default 3; first-read-max-s the slowest): from the start of the
-//     restore to the first correct value read, ns/op is their sum; it is
-//     download-s (BlobStorage.Restore: the record and the local files) +
-//     open-s (OpenCheckpoint and opening every owner) + get-s (one Get
-//     per owner), each a median;
-//   - restore-down-MiB: bytes downloaded until then;
-//   - cold-reads/s: 1000 random Gets per owner right after the first
-//     read; hydrate-s: Store.Hydrate then reading the whole state;
-//     hydrated-reads/s: 1000 other random Gets per owner after it (the
-//     secondary cache is twice an owner's share of the state);
+//   - first read: the restore (download), the open, and one correct Get
+//     per owner;
+//   - full speed: random point Gets, with Store.Hydrate running in the
+//     background in remote mode, until a second of them runs at 80 % of
+//     the read rate of local mode (the median of its 1 s rates); the
+//     table also gives the rate of the last second read, after
+//     hydration, as a percentage of local mode's;
 //
-// and once, outside the timer: the full checkpoint's upload
-// (ckpt-up-MiB: what Save uploaded; pebble-up-MiB: what Pebble wrote into
-// the store while building the state) and an incremental one after 1% of
-// the keys were overwritten (incr-up-MiB: Save plus Pebble uploads from
-// the overwrite to quiet compactions and a second checkpoint;
-// incr-requests: HTTP requests in that window).
+// and in a second child per mode and round: 1000 random Gets on the cold
+// state, Store.Hydrate in the foreground, then 20000 Gets on the warm
+// state (the secondary cache holds 1.25 × an owner's share).
 //
-//	go test -run '^$' -bench BenchmarkInstantRestore -benchtime=1x -timeout 60m ./integration/
-//	TIDEMARK_BENCH_INSTANT_MIB=1024,4096 go test -run '^$' -bench BenchmarkInstantRestore -benchtime=1x -timeout 120m ./integration/
+// Checkpoint figures, per mode: the full checkpoint (what Save uploaded
+// and its HTTP requests; Pebble's uploads while building are apart) and
+// the incremental one, counted from the overwrite through a checkpoint,
+// quiet compactions and a second checkpoint, so that compaction output is
+// charged in every mode (local mode uploads it with the next checkpoint,
+// remote mode as Pebble writes it).
+//
+// It prints one table for all sizes. Run it once:
+//
+//	TIDEMARK_MINIO=process TIDEMARK_BENCH_INSTANT_MIB=1024,4096 go test -run '^$' -bench BenchmarkInstantRestore -benchtime=1x -timeout 120m ./integration/
 func BenchmarkInstantRestore(b *testing.B) {
 	sizes := []int{256, 1024}
 	if s := os.Getenv("TIDEMARK_BENCH_INSTANT_MIB"); s != "" {
@@ -66,290 +72,327 @@ func BenchmarkInstantRestore(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	modes := []struct {
-		name   string
-		remote bool
-		levels state.RemoteLevels
-	}{
-		{"local", false, 0},
-		{"remote-all", true, state.RemoteAllLevels},
-		{"remote-lower", true, state.RemoteLowerLevels},
-	}
+	rounds := envInt(b, "TIDEMARK_BENCH_INSTANT_ROUNDS", 3)
+	var all [][]*instantMode
 	for _, mib := range sizes {
-		for _, m := range modes {
-			b.Run(fmt.Sprintf("%dMiB/%s", mib, m.name), func(b *testing.B) {
-				benchInstant(b, mib, m.remote, m.levels)
-			})
-		}
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
+			all = append(all, benchInstant(b, mib, rounds))
+		})
+	}
+	if len(all) > 0 {
+		fmt.Print(instantTable(all))
 	}
 }
 
-func benchInstant(b *testing.B, stateMiB int, remoteMode bool, levels state.RemoteLevels) {
-	const (
-		valueSize = 1024
-		owners    = 2
-	)
+// instantMode is one contender at one size, and what was measured.
+type instantMode struct {
+	name   string
+	remote bool
+	levels state.RemoteLevels
+
+	mib      int
+	prefix   string // the job's store in the bucket
+	id       string // the checkpoint restored
+	tables   int    // remote objects it refers to
+	built    time.Duration
+	pebbleUp int64 // bytes Pebble wrote into the store while building
+	full     blobCounts
+	fullReqs int64
+	written  int64 // bytes the incremental checkpoint's overwrite wrote
+	nextUp   int64 // Save and Pebble, overwrite to the next checkpoint
+	nextReqs int64
+	incrUp   int64 // Save and Pebble, overwrite to quiet compactions and a second checkpoint
+	incrReqs int64
+
+	first, download, open, get []float64
+	downB                      []int64
+	timelines                  [][]instantTimedEvent
+	fullSpeed                  []float64 // NaN: not reached
+	lastRate                   []float64 // the last second's read rate, as a fraction of local mode's
+	cold, warm, hydrate        []float64
+	coldGets, coldStats        []float64 // per cold read
+	warmReqs                   []float64 // GETs and Stats per warm read
+}
+
+func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
+	const valueSize = 1024
 	ids := []string{"op-0", "op-1"}
-	keysPerOwner := uint64(stateMiB) << 20 / valueSize / owners
+	keysPerOwner := uint64(mib) << 20 / valueSize / uint64(len(ids))
 	ctx := context.Background()
-
-	raw, requests := countedBucket(b, 0)
-	// Pebble's objects and the checkpoint layer's files are counted apart.
-	pebbleStore := &countingStore{Blobstore: raw}
-	ckptCounts := &countingStore{Blobstore: raw}
-	ckpt, err := blobstore.WithPrefix(ckptCounts, "ckpt")
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Pebble's objects live in the Storage's own store (its view counted
-	// apart), under blobstorage.RemotePrefix, where the checkpoints own them.
-	pebbleView, err := blobstore.WithPrefix(pebbleStore, "ckpt")
-	if err != nil {
-		b.Fatal(err)
-	}
-	options := func(gen string) state.Options {
-		o := state.Options{MemTableSize: 64 << 20, CacheSize: 64 << 20}
-		if remoteMode {
-			// A secondary cache twice an owner's share of the state, so
-			// that a hydrated owner is served from local disk.
-			o.Remote = state.RemoteOptions{Store: pebbleView, Prefix: blobstorage.RemotePrefix, Generation: gen, Levels: levels, CacheSize: int64(stateMiB) << 20}
-		}
-		return o
+	srv := miniotest.Shared(b)
+	bucket := srv.NewBucket(b)
+	raw, requests := openCountedBucket(b, srv, bucket, 0)
+	modes := []*instantMode{
+		{name: "local"},
+		{name: "remote-all", remote: true, levels: state.RemoteAllLevels},
+		{name: "remote-lower", remote: true, levels: state.RemoteLowerLevels},
 	}
 
-	// Build the state and save a full checkpoint.
-	w := blobstorage.New(ckpt, b.TempDir(), blobstorage.Options{})
-	if _, err := w.Acquire(ctx); err != nil {
-		b.Fatal(err)
-	}
-	live := filepath.Join(b.TempDir(), "live")
-	st, err := state.Open(live, options("e1"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	w.UseRemote(st.CheckpointRemote())
-	start := time.Now()
-	writeKeys(b, st, nil, ids, 1, 0, keysPerOwner, valueSize)
-	for _, id := range ids {
-		o, _ := st.Owner(id)
-		if err := o.Flush(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	waitStateQuiet(b, st, live)
-	built := time.Since(start)
-	var seq uint64
-	save := func() (string, []state.RemoteObject) {
-		seq++
-		id := checkpoint.NewID(seq)
-		dirs, err := st.Checkpoint(ctx, w.StateDir(id))
+	// Build the state of every mode and checkpoint it.
+	for _, m := range modes {
+		m.mib, m.prefix = mib, "job-"+m.name
+		ckptCounts, pebbleCounts := &countingStore{Blobstore: raw}, &countingStore{Blobstore: raw}
+		job, err := blobstore.WithPrefix(ckptCounts, m.prefix)
 		if err != nil {
 			b.Fatal(err)
 		}
-		objs, err := st.RemoteObjects(ctx, w.StateDir(id))
+		pebbleJob, err := blobstore.WithPrefix(pebbleCounts, m.prefix)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := w.Save(ctx, completedRecord(id, dirs)); err != nil {
-			b.Fatalf("Save(%s): %v", id, err)
-		}
-		return id, objs
-	}
-	pebbleBuilt := pebbleStore.snapshot()
-	ck0 := ckptCounts.snapshot()
-	_, objs := save()
-	full := ckptCounts.snapshot().sub(ck0)
-	var remoteBytes int64
-	for _, o := range objs {
-		remoteBytes += o.Size
-	}
-	b.Logf("state: %d owners × %d keys × %d B built in %v; full checkpoint: Save %s; %d remote objects, %.1f MiB, referenced instead of uploaded",
-		owners, keysPerOwner, valueSize, built.Round(time.Millisecond), full.div(1), len(objs), float64(remoteBytes)/(1<<20))
-
-	// An incremental checkpoint after 1% of the keys changed, counted
-	// until compactions are quiet and a second checkpoint has been saved,
-	// so that compaction output is charged in both modes (local mode
-	// uploads it with the next checkpoint, remote mode as it is written).
-	rng := rand.New(rand.NewPCG(1, 2))
-	ck0, pb0, req0 := ckptCounts.snapshot(), pebbleStore.snapshot(), requests.n.Load()
-	for _, oid := range ids {
-		o, _ := st.Owner(oid)
-		err := o.Apply(func(batch *state.Batch) error {
-			for range keysPerOwner / 100 {
-				k := rng.Uint64N(keysPerOwner)
-				if err := batch.Set(stateKey(oid, k), stateValue(oid, 2, k, valueSize)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		w := blobstorage.New(job, b.TempDir(), blobstorage.Options{})
+		epoch, err := w.Acquire(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-	}
-	save()
-	waitStateQuiet(b, st, live)
-	id, _ := save()
-	incrSave, incrPebble := ckptCounts.snapshot().sub(ck0), pebbleStore.snapshot().sub(pb0)
-	incrRequests := requests.n.Load() - req0
-	b.Logf("1%% overwritten, two checkpoints: Save %s; Pebble %s; %d HTTP requests", incrSave.div(1), incrPebble.div(1), incrRequests)
-
-	// The values of the checkpoint restored: seed 1, or 2 where
-	// overwritten. The restore reads keys through Get, so the check only
-	// needs to know which seed each key has: replay the same choices.
-	overwritten := map[string]map[uint64]bool{}
-	rng = rand.New(rand.NewPCG(1, 2))
-	for _, oid := range ids {
-		overwritten[oid] = map[uint64]bool{}
-		for range keysPerOwner / 100 {
-			overwritten[oid][rng.Uint64N(keysPerOwner)] = true
+		opts := state.Options{MemTableSize: 64 << 20, CacheSize: 64 << 20}
+		if m.remote {
+			opts.Remote = state.RemoteOptions{Store: pebbleJob, Prefix: blobstorage.RemotePrefix, Generation: fmt.Sprintf("e%d", epoch), Levels: m.levels}
 		}
-	}
-	want := func(oid string, k uint64) string {
-		seed := uint64(1)
-		if overwritten[oid][k] {
-			seed = 2
-		}
-		return string(stateValue(oid, seed, k, valueSize))
-	}
-
-	// Restores on an empty node, timed to the first correct read; each
-	// operation restores three times and reports the median, since one
-	// restore takes a fraction of a second on a machine shared with
-	// others.
-	restores := 3
-	if s := os.Getenv("TIDEMARK_BENCH_INSTANT_RESTORES"); s != "" {
-		if restores, err = strconv.Atoi(s); err != nil || restores <= 0 {
-			b.Fatalf("TIDEMARK_BENCH_INSTANT_RESTORES=%q: want a positive number", s)
-		}
-	}
-	b.ResetTimer()
-	b.StopTimer()
-	var firstReads, downloads, opens, gets []time.Duration
-	var cold, hydrate, hydrated time.Duration
-	var down int64
-	reads := 0
-	for i := range b.N * restores {
-		root := b.TempDir()
-		node := blobstorage.New(ckpt, filepath.Join(root, "node"), blobstorage.Options{})
-		work := filepath.Join(root, "work")
-		d0, p0 := ckptCounts.snapshot(), pebbleStore.snapshot()
-		t0 := time.Now()
-		b.StartTimer()
-		if err := node.Restore(ctx, id); err != nil {
-			b.Fatalf("Restore(%s): %v", id, err)
-		}
-		tOpen := time.Now()
-		rs, err := state.OpenCheckpoint(ctx, node.StateDir(id), work, options(fmt.Sprintf("e%d", 2+i)))
+		live := filepath.Join(b.TempDir(), "live")
+		st, err := state.Open(live, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, oid := range ids {
-			if _, err := rs.Owner(oid); err != nil {
-				b.Fatal(err)
-			}
+		if m.remote {
+			// Checkpoints reference the objects instead of uploading them.
+			w.UseRemote(st.CheckpointRemote())
 		}
-		tGet := time.Now()
-		for _, oid := range ids {
-			o, err := rs.Owner(oid)
+		m.built = buildBenchState(b, st, live, ids, keysPerOwner, valueSize)
+		m.pebbleUp = pebbleCounts.snapshot().up
+		var seq uint64
+		save := func() (string, blobCounts, int64) {
+			seq++
+			id := checkpoint.NewID(seq)
+			dirs, err := st.Checkpoint(ctx, w.StateDir(id))
 			if err != nil {
 				b.Fatal(err)
 			}
-			k := uint64(i) % keysPerOwner
-			got, ok, err := o.Get(stateKey(oid, k))
-			if err != nil || !ok || string(got) != want(oid, k) {
-				b.Fatalf("first read of owner %q key %d: present=%v err=%v, or the value differs", oid, k, ok, err)
+			c0, r0 := ckptCounts.snapshot(), requests.n.Load()
+			if err := w.Save(ctx, completedRecord(id, dirs)); err != nil {
+				b.Fatalf("Save(%s): %v", id, err)
 			}
+			return id, ckptCounts.snapshot().sub(c0), requests.n.Load() - r0
 		}
-		b.StopTimer()
-		firstReads = append(firstReads, time.Since(t0))
-		downloads = append(downloads, tOpen.Sub(t0))
-		opens = append(opens, tGet.Sub(tOpen))
-		gets = append(gets, time.Since(tGet))
-		down += ckptCounts.snapshot().sub(d0).down + pebbleStore.snapshot().sub(p0).down
+		_, m.full, m.fullReqs = save()
 
-		// Random point reads on the cold state, then a hydration, then
-		// other random reads.
-		readRandom := func() time.Duration {
-			t := time.Now()
-			for _, oid := range ids {
-				o, _ := rs.Owner(oid)
-				for range 1000 {
-					k := rand.Uint64N(keysPerOwner)
-					got, ok, err := o.Get(stateKey(oid, k))
-					if err != nil || !ok || string(got) != want(oid, k) {
-						b.Fatalf("read of owner %q key %d: present=%v err=%v, or the value differs", oid, k, ok, err)
-					}
-				}
+		c0, p0, r0 := ckptCounts.snapshot(), pebbleCounts.snapshot(), requests.n.Load()
+		m.written = overwriteBenchState(b, st, ids, keysPerOwner, valueSize, 1, 2)
+		save()
+		m.nextUp = ckptCounts.snapshot().sub(c0).up + pebbleCounts.snapshot().sub(p0).up
+		m.nextReqs = requests.n.Load() - r0
+		waitStateQuiet(b, st, live)
+		m.id, _, _ = save()
+		m.incrUp = ckptCounts.snapshot().sub(c0).up + pebbleCounts.snapshot().sub(p0).up
+		m.incrReqs = requests.n.Load() - r0
+		objs, err := st.RemoteObjects(ctx, w.StateDir(m.id))
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.tables = len(objs)
+		b.Logf("%s: built in %v; full checkpoint: Save %s, %d requests; incremental (%.1f MiB written): %.1f MiB uploaded, %d requests by its checkpoint, %.1f MiB, %d requests with compactions; %d remote objects",
+			m.name, m.built.Round(time.Millisecond), m.full.div(1), m.fullReqs, float64(m.written)/(1<<20),
+			float64(m.nextUp)/(1<<20), m.nextReqs, float64(m.incrUp)/(1<<20), m.incrReqs, len(objs))
+		if err := st.Close(); err != nil {
+			b.Fatal(err)
+		}
+		// The checkpoint is in the store; free the disk for the next mode.
+		if err := os.RemoveAll(live); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.RemoveAll(w.StateDir(m.id)); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	job := func(m *instantMode, kind string, i int) instantJob {
+		return instantJob{
+			Kind: kind, Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
+			Bucket: bucket, Prefix: m.prefix, ID: m.id,
+			Remote: m.remote, RemotePrefix: blobstorage.RemotePrefix, Levels: m.levels, Generation: fmt.Sprintf("e%d", 100+i),
+			CacheSize: int64(mib) << 20 / int64(len(ids)) * 5 / 4,
+			Owners:    ids, KeysPerOwner: keysPerOwner, ValueSize: valueSize, Overwrite: 1, Seed: uint64(1000 + i),
+			ColdReads: 1000, WarmReads: 20000,
+			Window: 250 * time.Millisecond, Tail: 3 * time.Second, Max: 10 * time.Minute,
+		}
+	}
+	b.ResetTimer()
+	for r := range rounds {
+		for j := range modes {
+			m := modes[(r+j)%len(modes)]
+			dir := b.TempDir()
+			jb := job(m, "timeline", r)
+			jb.Dir = dir
+			events := runInstantChild(b, jb)
+			first := eventOf(b, events, "first")
+			m.first = append(m.first, first.At.Seconds())
+			m.download = append(m.download, first.Download)
+			m.open = append(m.open, first.Open)
+			m.get = append(m.get, first.Get)
+			m.downB = append(m.downB, first.DownB)
+			m.timelines = append(m.timelines, events)
+			if err := os.RemoveAll(dir); err != nil {
+				b.Fatal(err)
 			}
-			return time.Since(t)
 		}
-		cold += readRandom()
-		t1 := time.Now()
-		if err := rs.Hydrate(ctx); err != nil {
-			b.Fatal(err)
-		}
-		hydrate += time.Since(t1)
-		hydrated += readRandom()
-		reads += 1000 * len(ids)
-		if err := rs.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.RemoveAll(root); err != nil {
-			b.Fatal(err)
+		for j := range modes {
+			m := modes[(r+j)%len(modes)]
+			dir := b.TempDir()
+			jb := job(m, "reads", r)
+			jb.Dir = dir
+			events := runInstantChild(b, jb)
+			cold, warm, hyd := eventOf(b, events, "cold"), eventOf(b, events, "warm"), eventOf(b, events, "hydrated")
+			m.cold = append(m.cold, float64(cold.Reads)/cold.Secs)
+			m.coldGets = append(m.coldGets, float64(cold.Gets)/float64(cold.Reads))
+			m.coldStats = append(m.coldStats, float64(cold.Stats)/float64(cold.Reads))
+			m.warmReqs = append(m.warmReqs, float64(warm.Gets+warm.Stats)/float64(warm.Reads))
+			m.warm = append(m.warm, float64(warm.Reads)/warm.Secs)
+			m.hydrate = append(m.hydrate, hyd.Secs)
+			if err := os.RemoveAll(dir); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
-	n := float64(b.N * restores)
-	median := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return ds[len(ds)/2].Seconds()
+	b.StopTimer()
+
+	// Full speed: a second of reads at 80 % of local mode's rate (the
+	// median, over local timelines, of their 1 s rates).
+	var localRates []float64
+	for _, tl := range modes[0].timelines {
+		localRates = append(localRates, median(secondRates(tl)))
 	}
-	b.ReportMetric(median(firstReads), "first-read-s")
-	b.ReportMetric(firstReads[len(firstReads)-1].Seconds(), "first-read-max-s")
-	b.ReportMetric(median(downloads), "download-s")
-	b.ReportMetric(median(opens), "open-s")
-	b.ReportMetric(median(gets), "get-s")
-	b.ReportMetric(float64(down)/(1<<20)/n, "restore-down-MiB")
-	b.ReportMetric(float64(reads)/cold.Seconds(), "cold-reads/s")
-	b.ReportMetric(hydrate.Seconds()/n, "hydrate-s")
-	b.ReportMetric(float64(reads)/hydrated.Seconds(), "hydrated-reads/s")
-	b.ReportMetric(float64(full.up)/(1<<20), "ckpt-up-MiB")
-	b.ReportMetric(float64(pebbleBuilt.up)/(1<<20), "pebble-up-MiB")
-	b.ReportMetric(float64(incrSave.up+incrPebble.up)/(1<<20), "incr-up-MiB")
-	b.ReportMetric(float64(incrRequests), "incr-requests")
+	target := 0.8 * median(localRates)
+	for _, m := range modes {
+		for _, tl := range m.timelines {
+			m.fullSpeed = append(m.fullSpeed, fullSpeedAt(tl, target))
+			// The rate once the state is hydrated: the last second.
+			r := secondRates(tl)
+			m.lastRate = append(m.lastRate, r[len(r)-1]/median(localRates))
+		}
+		b.ReportMetric(median(m.first), m.name+"-first-read-s")
+	}
+	return modes
 }
 
-// waitStateQuiet waits until neither the local tables under dir nor the
-// remote objects st refers to have changed for three seconds: Pebble
-// compacts in the background after a bulk load.
-func waitStateQuiet(b *testing.B, st *state.Store, dir string) {
+// eventOf returns the first event named ev.
+func eventOf(b *testing.B, events []instantTimedEvent, ev string) instantTimedEvent {
 	b.Helper()
-	deadline := time.Now().Add(10 * time.Minute)
-	var prev []string
-	for stable := 0; stable < 3; {
-		if time.Now().After(deadline) {
-			b.Fatal("Pebble still compacting after 10 minutes")
+	for _, e := range events {
+		if e.Ev == ev {
+			return e
 		}
-		// Glob, not ListFiles: a table deleted mid-walk is not an error.
-		cur, err := filepath.Glob(filepath.Join(dir, "*", "*.sst"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		objs, err := st.LiveRemoteObjects()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, o := range objs {
-			cur = append(cur, o.Key)
-		}
-		slices.Sort(cur)
-		if slices.Equal(cur, prev) {
-			stable++
-		} else {
-			stable = 0
-		}
-		prev = cur
-		time.Sleep(time.Second)
 	}
+	b.Fatalf("instant child: no %q event in %+v", ev, events)
+	return instantTimedEvent{}
+}
+
+// secondRates returns the read rates of the timeline's windows, each
+// averaged with the three before it (a second of 250 ms windows).
+func secondRates(events []instantTimedEvent) []float64 {
+	var reads []int
+	var secs []float64
+	for _, e := range events {
+		if e.Ev == "window" {
+			reads, secs = append(reads, e.Reads), append(secs, e.Secs)
+		}
+	}
+	out := make([]float64, len(reads))
+	for i := range reads {
+		n, d := 0, 0.0
+		for j := max(0, i-3); j <= i; j++ {
+			n, d = n+reads[j], d+secs[j]
+		}
+		out[i] = float64(n) / d
+	}
+	return out
+}
+
+// fullSpeedAt returns when (seconds since the child started) the first
+// second of reads at target reads/s or more ended (see secondRates), or
+// NaN if none did.
+func fullSpeedAt(events []instantTimedEvent, target float64) float64 {
+	rates := secondRates(events)
+	i := 0
+	for _, e := range events {
+		if e.Ev != "window" {
+			continue
+		}
+		if i >= 3 && rates[i] >= target {
+			return e.At.Seconds()
+		}
+		i++
+	}
+	return math.NaN()
+}
+
+// reached returns the values of xs that are not NaN.
+func reached(xs []float64) []float64 {
+	var out []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// instantTable renders the figures of every size as a Markdown table,
+// then the flatness of the first read across sizes.
+func instantTable(all [][]*instantMode) string {
+	var sb strings.Builder
+	f := func(x float64) string {
+		if math.IsNaN(x) {
+			return "not reached"
+		}
+		return fmt.Sprintf("%.2f", x)
+	}
+	rng := func(all []float64) string {
+		xs := reached(all)
+		if len(xs) == 0 {
+			return "not reached"
+		}
+		out := fmt.Sprintf("%s (%s–%s)", f(median(xs)), f(slices.Min(xs)), f(slices.Max(xs)))
+		if len(xs) < len(all) {
+			out += fmt.Sprintf(", reached %d of %d", len(xs), len(all))
+		}
+		return out
+	}
+	mibs := func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
+	fmt.Fprintln(&sb)
+	fmt.Fprintln(&sb, "| state | mode | first read, s | download / open / get, s | downloaded, MiB | full speed, s (then, % of local) | cold reads/s (GETs, HEADs each) | warm reads/s (requests each) | hydrate, s | full checkpoint: up MiB, requests | incremental: written MiB; up MiB, requests by its checkpoint; with compactions |")
+	fmt.Fprintln(&sb, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, modes := range all {
+		for _, m := range modes {
+			var down []float64
+			for _, d := range m.downB {
+				down = append(down, float64(d))
+			}
+			hyd := f(median(m.hydrate))
+			if !m.remote {
+				hyd = "–"
+			}
+			fmt.Fprintf(&sb, "| %d MiB | %s | %s | %s / %s / %s | %s | %s (%.0f %%) | %.0f (%.2f, %.2f) | %.0f (%.3f) | %s | %s, %d | %s; %s, %d; %s, %d |\n",
+				m.mib, m.name, rng(m.first), f(median(m.download)), f(median(m.open)), f(median(m.get)),
+				mibs(int64(median(down))), rng(m.fullSpeed), 100*median(m.lastRate), median(m.cold), median(m.coldGets), median(m.coldStats), median(m.warm), median(m.warmReqs), hyd,
+				mibs(m.full.up), m.fullReqs, mibs(m.written), mibs(m.nextUp), m.nextReqs, mibs(m.incrUp), m.incrReqs)
+		}
+	}
+	if len(all) >= 2 {
+		lo, hi := all[0], all[len(all)-1]
+		fmt.Fprintf(&sb, "\nfirst read, %d MiB / %d MiB (medians):", hi[0].mib, lo[0].mib)
+		for i, m := range hi {
+			fmt.Fprintf(&sb, " %s %.2f×", m.name, median(m.first)/median(lo[i].first))
+		}
+		fmt.Fprintln(&sb)
+	}
+	return sb.String()
 }

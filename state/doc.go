@@ -123,10 +123,13 @@
 // wrong data, and the database stays usable for reads that do not need
 // the object.
 //
-// Cold point reads cost one ranged read each; [Store.Hydrate], run in the
-// background after a restore, reads the whole state sequentially into the
+// Cold point reads cost one ranged read each on a table already open; a
+// table not yet open adds the reads of its footer and index blocks (a
+// restored database knows its tables' sizes from the MANIFEST and opens
+// them without a Stat); [Store.Hydrate], run
+// in the background after a restore, reads the whole state into the
 // secondary cache (RemoteOptions.CacheSize per owner, preallocated on
-// local disk). Table statistics are not collected in remote mode:
+// local disk), several key ranges at a time. Table statistics are not collected in remote mode:
 // collecting them reads every table soon after open, and Pebble's size
 // check there ends the process on a truncated object.
 //

@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,6 +139,7 @@ type ownerRemote struct {
 
 	mu       sync.Mutex
 	storages map[remote.Locator]*lineageStorage
+	sizes    map[string]int64 // store key → size, from the MANIFEST (remote_sizes.go)
 	closed   bool
 }
 
@@ -187,7 +187,7 @@ func (r *ownerRemote) CreateStorage(loc remote.Locator) (remote.Storage, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &lineageStorage{Storage: inner, own: loc == r.locator}
+	s := &lineageStorage{Storage: inner, own: loc == r.locator, owner: r, loc: loc}
 	r.storages[loc] = s
 	return s, nil
 }
@@ -230,7 +230,9 @@ func (r *ownerRemote) configure(o *pebble.Options, ro RemoteOptions) {
 // lineageStorage is the storage of one locator; see ownerRemote.
 type lineageStorage struct {
 	*remotestore.Storage
-	own bool // the locator this open creates objects under
+	own   bool // the locator this open creates objects under
+	owner *ownerRemote
+	loc   remote.Locator
 }
 
 func isRefMarker(name string) bool { return strings.Contains(name, ".ref.") }
@@ -492,6 +494,9 @@ func (s *Store) openDB(path, id string) (*pebble.DB, *ownerRemote, error) {
 	if err := db.SetCreatorID(creator); err != nil {
 		return nil, nil, errors.Join(err, closeDB(db, r))
 	}
+	if err := r.learnSizes(db); err != nil {
+		return nil, nil, errors.Join(err, closeDB(db, r))
+	}
 	return db, r, nil
 }
 
@@ -525,6 +530,11 @@ var ErrRemoteObject = errors.New("state: remote object unreadable")
 func (r *ownerRemote) explain(err error) error {
 	info := pebble.ExtractDataCorruptionInfo(err)
 	if info == nil || !info.IsRemote {
+		if errors.Is(err, remotestore.ErrObjectChanged) {
+			// Found by a read past the end of an object opened with the
+			// MANIFEST's size (remote_sizes.go); the error names the key.
+			return fmt.Errorf("%w: %w", ErrRemoteObject, err)
+		}
 		return err
 	}
 	key, ok := r.objectKey(info.Locator, info.Path)
@@ -579,54 +589,3 @@ func (readOnlyFS) MkdirAll(dir string, _ os.FileMode) error {
 	return fmt.Errorf("mkdir %q: %w", dir, errReadOnly)
 }
 func (readOnlyFS) Lock(string) (io.Closer, error) { return io.NopCloser(nil), nil }
-
-// Hydrate reads every owner's whole key space once, in key order, so that
-// the blocks of the remote tables come into the secondary cache (and the
-// block cache) in large sequential reads instead of one ranged read per
-// cold point lookup. It is meant to run in the background after a
-// restore (go st.Hydrate(ctx)) while reads are already served; it stops
-// at the first error or when ctx is done. It helps only as far as
-// RemoteOptions.CacheSize holds an owner's remote tables: beyond that
-// the cache evicts what it read first. In local mode it only warms the
-// block cache.
-func (s *Store) Hydrate(ctx context.Context) error {
-	s.mu.Lock()
-	ids := slices.Sorted(maps.Keys(s.owners))
-	s.mu.Unlock()
-	for _, id := range ids {
-		o, err := s.Owner(id)
-		if err != nil {
-			return err
-		}
-		if err := o.hydrate(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (o *Owner) hydrate(ctx context.Context) error {
-	if err := o.s.acquire(); err != nil {
-		return o.errorf("hydrate", nil, err)
-	}
-	defer o.s.release()
-	it, err := o.db.NewIterWithContext(ctx, nil)
-	if err != nil {
-		return o.errorf("hydrate", nil, err)
-	}
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		if _, err := it.ValueAndErr(); err != nil {
-			return errors.Join(o.errorf("hydrate", nil, err), it.Close())
-		}
-		if n++; n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return errors.Join(o.errorf("hydrate", nil, err), it.Close())
-			}
-		}
-	}
-	if err := it.Close(); err != nil {
-		return o.errorf("hydrate", nil, err)
-	}
-	return nil
-}

@@ -42,6 +42,7 @@ type demoFlags struct {
 	concurrency int
 	outage      time.Duration
 	metricsAddr string
+	remoteState string
 	workersFlags
 }
 
@@ -96,6 +97,14 @@ holds every record exactly once, says so, and exits 3 if not. To play a fresh
 node with an empty disk, give another, empty --dir and the same --store (the
 default store is inside --dir, so deleting <dir> would start a new job).
 
+With --remote-state (all levels; --remote-state=lower: L5 and L6 only) the
+state's tables are created in the store itself (under remote/) and checkpoints
+reference them instead of uploading them: a resume on an empty node downloads
+only the small local part, opens at once and reads the rest on demand (hydrating
+its cache in the background). A job in remote state must be resumed with the
+flag (without it the run is refused before it changes anything); a job started
+without it can be resumed with it.
+
 A job resumed from a savepoint restored out of another store (savepoint create on
 one store, savepoint cp to another, savepoint restore there, then demo there) is
 checked for what this store holds: its state against every record, its committed
@@ -108,6 +117,7 @@ offset in demo/base for later runs.`,
   tidemark demo --slow 0                          # full speed
   tidemark demo --slow 200ms                      # slow enough to kill its container by hand
   tidemark demo --dir /tmp/node2 --store file://$PWD/.tidemark/store   # another node
+  tidemark demo --remote-state                    # tables in the store: instant resume
   tidemark demo --store 's3://tidemark/wordcount?endpoint=http://127.0.0.1:9000&path_style=true'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
@@ -124,6 +134,8 @@ offset in demo/base for later runs.`,
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
 	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
+	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all. A job in remote state cannot resume without it")
+	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
 	a.addWorkersFlags(cmd, &f.workersFlags)
 	return cmd
@@ -149,8 +161,16 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
 		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
 	}
+	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
+		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
+	}
 	if err := f.workersFlags.check(); err != nil {
 		return err
+	}
+	if f.remoteState != "" && f.workers > 0 {
+		// A worker saves its part from local disk; remote-mode state would
+		// leave its objects owned by no checkpoint.
+		return usagef("demo: --remote-state does not work with --workers yet")
 	}
 	storeURL, err := a.demoStoreURL(f.dir)
 	if err != nil {
@@ -201,6 +221,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Interval:     f.interval,
 		EveryRecords: f.every,
 		PruneLocal:   true,
+		RemoteState:  f.remoteState,
 		Logger:       a.logger,
 		GC: func(ctx context.Context) error {
 			_, err := storage.GC(ctx, blobstorage.GCOptions{})
@@ -217,7 +238,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	cfg.Progress = func(p demo.Progress) {
 		switch p.Event {
 		case "start":
-			say("tidemark demo: word count over %d records, store %s, local dir %s", p.Records, storeURL, f.dir)
+			say("tidemark demo: word count over %d records, store %s, local dir %s, %s", p.Records, storeURL, f.dir, stateMode(f.remoteState))
 			if p.From == "" {
 				say("starting fresh (no completed checkpoint in the store)")
 			} else {
@@ -238,6 +259,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := map[string]any{
 		"store":            storeURL,
+		"remote_state":     f.remoteState,
 		"dir":              f.dir,
 		"action":           res.Action.String(),
 		"restored":         res.RestoredID,
@@ -288,4 +310,12 @@ func orNone(s string) string {
 		return "none"
 	}
 	return strings.TrimSpace(s)
+}
+
+// stateMode describes --remote-state for the start line.
+func stateMode(remote string) string {
+	if remote == demo.RemoteStateOff {
+		return "state on local disk"
+	}
+	return "state in the store (--remote-state=" + remote + ")"
 }

@@ -56,6 +56,10 @@ import (
 // ErrClosed reports an operation on a Storage after Close.
 var ErrClosed = errors.New("remotestore: closed")
 
+// ErrObjectChanged reports a read that found the object shorter than the
+// size it was opened with (truncated or replaced since).
+var ErrObjectChanged = errors.New("remotestore: object changed since it was opened")
+
 // Options configure a Storage. The zero value is usable.
 type Options struct {
 	// ReadRetries is how many times ReadAt re-requests the rest of a range
@@ -190,8 +194,8 @@ func (r *objectReader) ReadAt(ctx context.Context, p []byte, offset int64) error
 				return fmt.Errorf("remotestore: read %q at %d: %w", r.key, offset, errors.Join(err, serr))
 			}
 			if info.Size != r.size {
-				return fmt.Errorf("remotestore: read %q at %d: the object is %d bytes, not the %d it had when opened: %w",
-					r.key, offset, info.Size, r.size, io.ErrUnexpectedEOF)
+				return fmt.Errorf("remotestore: read %q at %d: the object is %d bytes, not the %d it had when opened: %w: %w",
+					r.key, offset, info.Size, r.size, ErrObjectChanged, io.ErrUnexpectedEOF)
 			}
 		}
 		failed++

@@ -1,0 +1,132 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// Values of Config.RemoteState.
+const (
+	// RemoteStateOff keeps the state on local disk: a resume downloads
+	// all of it before it opens.
+	RemoteStateOff = ""
+	// RemoteStateAll creates every SST in the store (state.RemoteAllLevels).
+	RemoteStateAll = "all"
+	// RemoteStateLower creates the SSTs of L5 and L6 in the store and the
+	// others on local disk (state.RemoteLowerLevels).
+	RemoteStateLower = "lower"
+)
+
+// ErrStateMode is returned (wrapped) when the job's checkpoint holds
+// state in remote mode and the run is in local mode: its SSTs are in the
+// store, and only remote mode can open them. The run refuses before it
+// takes the writer role or changes anything.
+var ErrStateMode = errors.New("demo: the checkpoint's state is in remote mode")
+
+// ParseRemoteState checks a value of Config.RemoteState (or of the
+// CLI's --remote-state) and returns its levels; remote is false for
+// RemoteStateOff.
+func ParseRemoteState(s string) (levels state.RemoteLevels, remote bool, err error) {
+	switch s {
+	case RemoteStateOff:
+		return 0, false, nil
+	case RemoteStateAll:
+		return state.RemoteAllLevels, true, nil
+	case RemoteStateLower:
+		return state.RemoteLowerLevels, true, nil
+	}
+	return 0, false, fmt.Errorf("demo: remote state %q: want %q or %q (or empty: local state)", s, RemoteStateAll, RemoteStateLower)
+}
+
+// remoteStorage is what remote mode needs of Config.Storage: a
+// blobstorage.Storage.
+type remoteStorage interface {
+	Blobstore() blobstore.Blobstore
+	UseRemote(blobstorage.RemoteState)
+}
+
+// checkRemoteConfig refuses a remote mode the Storage cannot carry.
+func checkRemoteConfig(cfg Config) error {
+	_, remote, err := ParseRemoteState(cfg.RemoteState)
+	if err != nil || !remote {
+		return err
+	}
+	if _, ok := cfg.Storage.(remoteStorage); !ok {
+		return fmt.Errorf("demo: remote state needs a blobstorage.Storage, not %T", cfg.Storage)
+	}
+	if _, ok := cfg.Storage.(acquirer); !ok {
+		return fmt.Errorf("demo: remote state needs a Storage with a writer role, not %T", cfg.Storage)
+	}
+	if cfg.State.Remote.Store != nil {
+		return errors.New("demo: set RemoteState or State.Remote, not both")
+	}
+	return nil
+}
+
+// sameStateMode refuses to resume checkpoint cp, whose operator state
+// says which mode wrote it, in a mode that cannot open it. Local state
+// resumed in remote mode works: its tables stay local and new ones go to
+// the store (a migration). State in remote mode, either level setting,
+// opens in remote mode with either. Remote state resumed in local mode is
+// refused: Pebble needs the store to read its tables.
+func (r *runner) sameStateMode(cp *checkpoint.CheckpointData, ops operatorState) error {
+	_, remote, _ := ParseRemoteState(r.cfg.RemoteState)
+	if ops.RemoteState != RemoteStateOff && !remote {
+		return fmt.Errorf("%w (%s levels in the store, written with --remote-state=%s): checkpoint %s cannot be opened in local mode; run again with --remote-state",
+			ErrStateMode, ops.RemoteState, ops.RemoteState, cp.ID)
+	}
+	return nil
+}
+
+// remoteOptions returns the state options of a remote-mode run of
+// writer epoch: the objects in the Storage's own Blobstore under
+// blobstorage.RemotePrefix, labelled by the epoch.
+func (r *runner) remoteOptions(epoch uint64) (state.Options, bool) {
+	o := r.cfg.State
+	levels, remote, _ := ParseRemoteState(r.cfg.RemoteState)
+	if !remote {
+		return o, false
+	}
+	o.Remote = state.RemoteOptions{
+		Store:      r.cfg.Storage.(remoteStorage).Blobstore(),
+		Prefix:     blobstorage.RemotePrefix,
+		Generation: blobstorage.RemoteGeneration(epoch),
+		Levels:     levels,
+	}
+	return o, true
+}
+
+// useRemote hands the open state to the Storage (checkpoints reference
+// its objects, GC keeps them) and starts hydrating its cache in the
+// background: reads are served at once, and faster once it is done.
+func (r *runner) useRemote(ctx context.Context) {
+	r.cfg.Storage.(remoteStorage).UseRemote(r.state.CheckpointRemote())
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.state.Hydrate(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("demo: hydrate remote state", "err", err)
+		}
+	}()
+	r.stopHydrate = func() { cancel(); <-done }
+}
+
+// checkStateMode reads the operator state of cp and checks its mode
+// (sameStateMode).
+func (r *runner) checkStateMode(cp *checkpoint.CheckpointData) error {
+	var ops operatorState
+	if raw, ok := cp.Operators[operatorKey]; ok {
+		if err := json.Unmarshal(raw, &ops); err != nil {
+			return fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+		}
+	}
+	return r.sameStateMode(cp, ops)
+}
