@@ -479,6 +479,11 @@ func TestPebbleRunsOnIt(t *testing.T) {
 		}
 	}
 	check(db)
+	// Close waits for Pebble's background deletions of obsolete objects;
+	// listing before it races them.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	// The flushed L0 tables were compacted away: Pebble deleted them
 	// (and their reference markers) through the Storage.
 	tables := blobstoretest.ListKeys(t, bs, "job/sst/")
@@ -493,9 +498,6 @@ func TestPebbleRunsOnIt(t *testing.T) {
 	}
 	if ssts == 0 || ssts != refs || ssts >= 3 {
 		t.Fatalf("after the compaction the store holds %d SSTs and %d ref markers: %q", ssts, refs, tables)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
 	}
 	o2 := opts()
 	o2.FS = o.FS
