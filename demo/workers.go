@@ -168,6 +168,11 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (WorkersResult, error) {
 	if wc.Workers < 1 {
 		return WorkersResult{}, fmt.Errorf("demo: run workers: %d workers: want at least 1", wc.Workers)
 	}
+	if wc.RemoteState != RemoteStateOff {
+		// A worker saves its part from local disk (blobstorage.Worker
+		// refuses remote-mode state): nothing would own the tables.
+		return WorkersResult{}, fmt.Errorf("demo: run workers: Config.RemoteState %q: remote state is not supported with workers yet", wc.RemoteState)
+	}
 	c := &wcoord{
 		wc:      wc,
 		storage: bs,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
@@ -314,5 +315,20 @@ func TestServeWorkerStopsWorkWhenTheCoordinatorGoes(t *testing.T) {
 	case <-cancelled:
 	default:
 		t.Fatal("the worker's request was not cancelled")
+	}
+}
+
+// TestRunWorkersRefusesRemoteState: workers save their parts from local
+// disk, so a run asking for remote state is refused before it writes.
+func TestRunWorkersRefusesRemoteState(t *testing.T) {
+	bs := fileStore(t)
+	wc, _ := workersNode(t, bs, 2, nil)
+	wc.RemoteState = RemoteStateAll
+	_, err := RunWorkers(t.Context(), wc)
+	if err == nil || !strings.Contains(err.Error(), "not supported with workers") {
+		t.Fatalf("run workers with remote state: %v, want a refusal", err)
+	}
+	if keys := blobstoretest.ListKeys(t, bs, ""); len(keys) != 0 {
+		t.Fatalf("the refused run wrote %q", keys)
 	}
 }
