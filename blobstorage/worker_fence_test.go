@@ -35,6 +35,7 @@ type modelWorker struct {
 	replaced bool   // a zombie: a newer worker runs its slot
 	lastPart string // checkpoint whose state dir holds its latest tables
 	parts    map[partAt]map[string]string
+	gcsAt    map[partAt]int // fenceModel.lateGCs when the part was saved
 }
 
 type partAt struct {
@@ -72,7 +73,7 @@ func (wm *workerModel) newWorker(m *fenceModel, slot int) *modelWorker {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	return &modelWorker{w: w, slot: slot, parts: map[partAt]map[string]string{}}
+	return &modelWorker{w: w, slot: slot, parts: map[partAt]map[string]string{}, gcsAt: map[partAt]int{}}
 }
 
 // storeEpoch is the epoch in _writer: the one every live worker is told.
@@ -201,7 +202,7 @@ func (wm *workerModel) partOf(m *fenceModel, mw *modelWorker, stale bool) {
 	if err != nil {
 		m.t.Fatalf("worker %s SavePart %s e%d: %v", mw.w.ID(), id, epoch, err)
 	}
-	mw.parts[at], mw.lastPart = want, id
+	mw.parts[at], mw.gcsAt[at], mw.lastPart = want, m.lateGCs, id
 }
 
 // replace starts a new worker for a slot on an empty disk; the old one
@@ -292,11 +293,16 @@ func (wm *workerModel) commit(m *fenceModel, w int, d *checkpoint.CheckpointData
 	return false
 }
 
-// partReusesDeleted reports whether a live worker's part of id reuses a
-// file that is no longer in the store.
+// partReusesDeleted reports whether a live worker's part of id, or a file
+// it reuses, is no longer in the store. A part itself is gone only if a
+// GC past the grace period ran after it was saved (an uncommitted part
+// is then a leftover).
 func (wm *workerModel) partReusesDeleted(m *fenceModel, s *Storage, id string, epoch uint64) bool {
 	for i, mw := range wm.slots {
 		p, err := s.readPart(ctx, id, epoch, ownerOf(i), mw.w.ID())
+		if errors.Is(err, ErrPartMissing) && m.lateGCs > mw.gcsAt[partAt{id, epoch}] {
+			return true
+		}
 		if err != nil {
 			m.t.Fatal(err)
 		}

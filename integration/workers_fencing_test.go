@@ -43,6 +43,7 @@ type runWorker struct {
 	replaced bool
 	lastPart string                                  // checkpoint whose state dir holds its tables
 	parts    map[string]map[uint64]map[string]string // id → epoch → path → sha256
+	gcsAt    map[string]int                          // "<id>/e<epoch>" → fenceRun.lateGCs when the part was saved
 }
 
 type keyMark struct {
@@ -101,7 +102,7 @@ func (wk *runWorkers) newWorker(slot int) *runWorker {
 	if err != nil {
 		wk.r.t.Fatal(err)
 	}
-	return &runWorker{w: w, slot: slot, parts: map[string]map[uint64]map[string]string{}}
+	return &runWorker{w: w, slot: slot, parts: map[string]map[uint64]map[string]string{}, gcsAt: map[string]int{}}
 }
 
 // storeEpochAndNext reads the epoch in _writer (what live workers are
@@ -207,6 +208,7 @@ func (wk *runWorkers) savePart(rw *runWorker, stale bool) {
 		t.Fatalf("worker %s SavePart(%s, e%d): %v", rw.w.ID(), id, epoch, err)
 	}
 	wk.parts(rw, id)[epoch] = want
+	rw.gcsAt[id+"/e"+strconv.FormatUint(epoch, 10)] = wk.r.lateGCs
 	rw.lastPart = id
 }
 
@@ -309,14 +311,19 @@ func (r *fenceRun) saveOrCommit(w int, d *checkpoint.CheckpointData, want map[st
 	return false
 }
 
-// reusesDeleted reports whether a live worker's part of id names a file
-// no longer in the store. (The test spells the part's key, documented in
+// reusesDeleted reports whether a live worker's part of id, or a file it
+// names, is no longer in the store. A part itself is gone only if a GC
+// past the grace period ran after it was saved (an uncommitted part is
+// then a leftover). (The test spells the part's key, documented in
 // package blobstorage.)
 func (wk *runWorkers) reusesDeleted(id string, epoch uint64) bool {
 	ctx := wk.r.t.Context()
 	for _, rw := range wk.slots {
 		key := path.Join("checkpoints", id, "parts", "e"+strconv.FormatUint(epoch, 10), slotOwner(rw.slot), rw.w.ID(), "part.json")
 		rc, err := wk.r.bs.Get(ctx, key)
+		if errors.Is(err, blobstore.ErrNotFound) && wk.r.lateGCs > rw.gcsAt[id+"/e"+strconv.FormatUint(epoch, 10)] {
+			return true
+		}
 		if err != nil {
 			wk.r.t.Fatal(err)
 		}
