@@ -2,12 +2,16 @@ package blobstorage
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -129,5 +133,47 @@ func TestDirectFileFallsBackToBufferedWhenADirectWriteIsRefused(t *testing.T) {
 	}
 	if want := append(head, payload(7, len(misaligned))...); !bytes.Equal(got, want) {
 		t.Fatalf("file holds %d bytes, want %d, equal: %v", len(got), len(want), bytes.Equal(got, want))
+	}
+}
+
+// verifiedGets records, for each key read with Get, whether its context
+// carried blobstore.WithContentVerified.
+type verifiedGets struct {
+	blobstore.Blobstore
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (v *verifiedGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	v.mu.Lock()
+	v.seen[key] = blobstore.ContentVerified(ctx)
+	v.mu.Unlock()
+	return v.Blobstore.Get(ctx, key)
+}
+
+// TestRestoreMarksOnlyTheReadsItVerifiesByDigest checks that Restore
+// lets the store skip its transport checksum for the state files, whose
+// SHA-256 it checks, and for nothing else (the record has no digest).
+func TestRestoreMarksOnlyTheReadsItVerifiesByDigest(t *testing.T) {
+	bs := newMem()
+	w := newWriter(t, bs, Options{})
+	id := checkpoint.NewID(1)
+	saveState(t, w, id, checkpoint.StatusCompleted, c1Files)
+	v := &verifiedGets{Blobstore: bs, seen: map[string]bool{}}
+	if err := New(v, t.TempDir(), Options{}).Restore(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for key, marked := range v.seen {
+		isFile := KeyClass(key) == "shared" || KeyClass(key) == "private"
+		if isFile {
+			files++
+		}
+		if marked != isFile {
+			t.Errorf("Get %q (class %s): content-verified mark %v", key, KeyClass(key), marked)
+		}
+	}
+	if files == 0 {
+		t.Fatalf("no state file read: %v", v.seen)
 	}
 }

@@ -206,7 +206,7 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncF
 // in the same pass: a mismatch wraps archive.ErrCorrupt, a missing object
 // says it was deleted.
 func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
-	rc, err := s.files.Get(ctx, f.Key)
+	rc, err := s.files.Get(blobstore.WithContentVerified(ctx), f.Key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		// A record names only objects that were durable before it was
 		// written: a missing one is damage, as a corrupt one is.
