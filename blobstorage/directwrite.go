@@ -34,10 +34,12 @@ const (
 	// directAlign is the alignment of a direct write's memory, offset and
 	// length: the largest logical block size in common use.
 	directAlign = 4096
-	// directBufSize is the buffer a direct write goes through: large
-	// enough that a 4 MiB file takes four writes, small enough that
-	// Options.Concurrency of them cost little memory.
-	directBufSize = 1 << 20
+	// directBufSize is the buffer a direct write goes through: a 4 MiB
+	// file (a typical table) is one write. Options.Concurrency of them
+	// are held while a restore runs (32 MiB by default). Measured on 256
+	// × 4 MiB files: 4 MiB took 10 % less CPU than 1 MiB, 1 MiB 15 % less
+	// than 256 KiB.
+	directBufSize = 4 << 20
 )
 
 // directBufs holds aligned buffers of directBufSize between files.
