@@ -15,11 +15,12 @@ import (
 // on two cores is CPU-bound, and after the SHA-256 it cannot skip, the
 // copy into freshly allocated cache pages was its largest cost: with
 // direct writes the client's CPU per restored GiB fell from about 2.0 s
-// to 1.4 s (mc, which verifies nothing, takes 1.2 s; measured with
-// integration/peerbench). The price: the disk's write time is inside the
-// restore instead of after it, and the files are cold in the page cache
-// (the job reads from disk what it reads). Options.BufferedRestore turns
-// it off, for a disk slower than the store.
+// to 1.2–1.4 s, where mc, which verifies nothing, takes 1.1–1.3 s
+// (alternating runs of 256 × 4 MiB on the peer benchmark's MinIO; SHA-256
+// is now more than half of what is left). The price: the disk's write
+// time is inside the restore instead of after it, and the files are cold
+// in the page cache (the job reads from disk what it reads).
+// Options.BufferedRestore turns it off, for a disk slower than the store.
 //
 // Direct writes must start at aligned memory and cover whole blocks, so a
 // file is written through an aligned buffer of directBufSize, and its last
