@@ -282,3 +282,14 @@ func idOf(d *checkpoint.CheckpointData) string {
 	}
 	return d.ID
 }
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

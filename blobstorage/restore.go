@@ -194,12 +194,13 @@ func (s *Storage) download(ctx context.Context, root string, rec *Record, syncFi
 }
 
 // downloadFile writes the object f.Key to dst, checking size and digest
-// as it streams, and fsyncs it if syncFile (see unsynced.go).
+// as it streams, with direct I/O where it can (directwrite.go), and
+// fsyncs it if syncFile (see unsynced.go).
 func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncFile bool) (err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	fh, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	w, fh, err := createRestored(dst, !s.opts.BufferedRestore)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncF
 			err = cerr
 		}
 	}()
-	if err := s.readVerified(ctx, f, fh); err != nil {
+	if err := s.readVerified(ctx, f, w); err != nil {
 		return err
 	}
 	if syncFile {
@@ -221,7 +222,7 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncF
 // in the same pass: a mismatch wraps archive.ErrCorrupt, a missing object
 // says it was deleted.
 func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
-	rc, err := s.files.Get(ctx, f.Key)
+	rc, err := s.files.Get(blobstore.WithContentVerified(ctx), f.Key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		// A record names only objects that were durable before it was
 		// written: a missing one is damage, as a corrupt one is.
@@ -233,8 +234,15 @@ func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) erro
 	defer rc.Close()
 	h := sha256.New()
 	// Read one byte past the size: a longer object is corrupt, and must
-	// not fill the disk before we notice.
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(rc, f.Size+1))
+	// not fill the disk before we notice. Each chunk is hashed as it is
+	// read, while it is in the CPU's cache.
+	src := io.TeeReader(io.LimitReader(rc, f.Size+1), h)
+	var n int64
+	if d, ok := w.(*directFile); ok {
+		n, err = d.ReadFrom(src)
+	} else {
+		n, err = io.Copy(writerOnly{w}, src) // through io.Copy's 32 KiB buffer
+	}
 	if err != nil {
 		return err
 	}
@@ -275,6 +283,10 @@ func (s *Storage) Verify(ctx context.Context, id string) error {
 	}
 	return g.Wait()
 }
+
+// writerOnly hides the ReadFrom of a writer, such as io.Discard's, which
+// reads in smaller chunks than io.Copy's buffer.
+type writerOnly struct{ io.Writer }
 
 func (s *Storage) verifyObject(ctx context.Context, f FileRef) error {
 	return s.readVerified(ctx, f, io.Discard)

@@ -3,11 +3,9 @@ package blobstorage
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -379,26 +377,15 @@ func (s *Storage) uploadFile(ctx context.Context, key, abs string) (FileRef, fs.
 	if err != nil {
 		return FileRef{}, nil, err
 	}
-	h := sha256.New()
-	cr := &countingReader{r: io.TeeReader(fh, h)}
+	cr := newHashingReader(fh)
 	if err := s.bs.Put(ctx, key, cr); err != nil {
 		return FileRef{}, nil, err
 	}
 	if cr.n != info.Size() {
 		return FileRef{}, nil, fmt.Errorf("changed while uploading: read %d bytes, size was %d", cr.n, info.Size())
 	}
-	return FileRef{Size: cr.n, SHA256: hex.EncodeToString(h.Sum(nil)), Key: key}, info, nil
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+	sum := cr.SHA256()
+	return FileRef{Size: cr.n, SHA256: hex.EncodeToString(sum[:]), Key: key}, info, nil
 }
 
 // sortedOwners returns the keys of m in order.

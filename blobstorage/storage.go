@@ -58,6 +58,12 @@ type Options struct {
 	// Observer, if set, hears of every Save, Restore, GC and fencing (for
 	// metrics; see package metrics). Default: none.
 	Observer Observer
+	// BufferedRestore makes Restore write files through the page cache
+	// instead of with direct I/O (see directwrite.go): for a disk slower
+	// than the store, where a buffered restore ends at the store's speed
+	// and leaves the writing to the kernel, and a direct one waits for
+	// the disk. Default: direct where the filesystem supports it.
+	BufferedRestore bool
 	// Classify reports whether a state file, named by its slash-separated
 	// path relative to its owner's state directory, is immutable once
 	// written and can therefore be shared by later checkpoints. Default:

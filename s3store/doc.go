@@ -117,7 +117,12 @@
 // validates response checksums by default. Some S3-compatible stores
 // reject those requests; Options.ChecksumWhenRequired (URL
 // checksum=when_required) limits both to the operations that require
-// them.
+// them. A Get in a context marked by blobstore.WithContentVerified (the
+// caller checks a digest of its own: Restore's SHA-256) validates no
+// response checksum. To a plain-HTTP endpoint the SDK also signs the
+// SHA-256 of every request body; a single-part Put of a
+// blobstore.DigestReader (Save's state files) is signed with the digest
+// the reader computed instead of hashing the body again (payloadhash.go).
 //
 // # Errors
 //

@@ -145,6 +145,9 @@ type Store struct {
 	crc32    bool // ask for CRC32 part checksums on multipart uploads
 	timeouts timeouts
 	bufs     *bufCache // part buffers between operations (buffers.go)
+	// signsPayload: the endpoint is plain HTTP, where the SDK signs the
+	// SHA-256 of every request body (payloadhash.go).
+	signsPayload bool
 
 	// failedAborts are multipart uploads of this Store whose abort failed
 	// (the server was unreachable). AbortIncompleteUploads retries them by
@@ -178,6 +181,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		kmsKey:   opts.SSEKMSKeyID,
 		crc32:    !opts.ChecksumWhenRequired,
 	}
+	s.signsPayload = signsPayloads(opts.Endpoint)
 	if p := strings.TrimSuffix(opts.Prefix, "/"); p != "" {
 		if err := blobstore.ValidateKey(p); err != nil {
 			return nil, fmt.Errorf("s3store: prefix: %w", err)

@@ -138,7 +138,7 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c conditio
 		return "", fmt.Errorf("s3store: %s %q: %w", op, key, err)
 	}
 	if err == io.EOF {
-		etag, err := s.putSingle(ctx, okey, (*buf)[:n], c)
+		etag, err := s.putSingle(ctx, okey, (*buf)[:n], c, s.knownPayloadHash(r))
 		// The buffer is reused only after a success: after a failed
 		// request the HTTP transport may still be reading the body in
 		// another goroutine.
@@ -159,7 +159,10 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c conditio
 	return s.resolve(ctx, op, key, okey, etag, err, c)
 }
 
-func (s *Store) putSingle(ctx context.Context, okey string, data []byte, c condition) (string, error) {
+// putSingle writes data in one PutObject. payloadHash, if not "", is the
+// hex SHA-256 of data, which the request is signed with instead of the
+// SDK hashing data itself (see knownPayloadHash).
+func (s *Store) putSingle(ctx context.Context, okey string, data []byte, c condition, payloadHash string) (string, error) {
 	in := &s3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           &okey,
@@ -174,7 +177,11 @@ func (s *Store) putSingle(ctx context.Context, okey string, data []byte, c condi
 	if c.ifMatch != "" {
 		in.IfMatch = aws.String(c.ifMatch)
 	}
-	out, err := s.client.PutObject(ctx, in)
+	var optFns []func(*s3.Options)
+	if payloadHash != "" {
+		optFns = append(optFns, withPayloadHash(payloadHash))
+	}
+	out, err := s.client.PutObject(ctx, in, optFns...)
 	if err != nil {
 		return "", err
 	}

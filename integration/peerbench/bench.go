@@ -42,7 +42,7 @@ var opTitles = map[string]string{
 	"upload":     "upload of a non-seekable stream (Put / mc pipe / rclone rcat)",
 	"checkpoint": "full checkpoint of %d × %s files (Save / mc cp --recursive / rclone copy --transfers %d)",
 	"restore":    "restore into an empty directory (Restore / mc cp --recursive / rclone copy --transfers %d)",
-	"download":   "download of one object as a stream (Get / mc cat / rclone cat)",
+	"download":   "download of one object as a stream (GetParallel / mc cat / rclone cat)",
 	"copy":       "savepoint copy between two MinIO servers (CopySavepoint / mc mirror / rclone copy)",
 }
 
@@ -199,6 +199,10 @@ func (b *bench) round(ctx context.Context, r int) error {
 	id := checkpoint.NewID(1)
 	for _, op := range ops {
 		for _, tool := range order {
+			// Each run starts with no dirty pages: none pays for the
+			// writeback of what ran before it (MinIO's writes of the
+			// previous operation, a peer's unsynced downloads).
+			syscall.Sync()
 			prefix := fmt.Sprintf("r%d-%s", r+1, tool)
 			var (
 				s   sample

@@ -16,7 +16,7 @@ import (
 // childOp is one Tidemark operation, handed to a re-executed peerbench as
 // JSON in $PEERBENCH_CHILD.
 type childOp struct {
-	Op       string `json:"op"` // put, get, save, restore, copy
+	Op       string `json:"op"` // put, get (GetParallel), save, restore, copy
 	Endpoint string `json:"endpoint"`
 	Bucket   string `json:"bucket"`
 	Prefix   string `json:"prefix,omitempty"` // of the store (save, restore, copy's destination)
@@ -62,7 +62,9 @@ func (op childOp) run(ctx context.Context) error {
 		// os.Stdin is a pipe: the store cannot seek it or learn its size.
 		return store.Put(ctx, op.Key, os.Stdin)
 	case "get":
-		rc, err := store.Get(ctx, op.Key)
+		// GetParallel streams one object in order from parallel ranged
+		// GETs; Get is one GET.
+		rc, err := store.GetParallel(ctx, op.Key)
 		if err != nil {
 			return err
 		}

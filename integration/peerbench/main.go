@@ -8,15 +8,18 @@
 //   - full checkpoint of a directory of files (BlobStorage.Save /
 //     mc cp --recursive / rclone copy --transfers 8);
 //   - restore into an empty directory (BlobStorage.Restore, every digest
-//     verified and every file fsynced / the same downloads);
-//   - download of one object as a stream to /dev/null (Get / mc cat /
+//     verified, the files written with direct I/O / the same downloads);
+//   - download of one object as a stream to /dev/null (s3store
+//     GetParallel, parallel ranged GETs yielded in order / mc cat /
 //     rclone cat);
 //   - copy of a savepoint between two MinIO servers (CopySavepoint, which
 //     verifies the archive as it passes / mc mirror / rclone copy).
 //
 // Every operation runs in a process of its own, Tidemark's too (this
 // program re-executed), so that wall time includes a process start for
-// all three and peak RSS is the operation's alone. It prints medians,
+// all three and peak RSS is the operation's alone. Before each run the
+// benchmark syncs (untimed), so that no run pays for the writeback of
+// dirty pages left by the one before. It prints medians,
 // min–max and the ratio Tidemark / best peer, and writes a CSV and a PNG
 // chart into -out. `make bench-peers` builds the tools (scripts/
 // install-peers.sh) and runs it at full size; a test runs it at a small
