@@ -143,16 +143,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	var files []*localFile
 	var remote map[string][]RemoteRef
 	defer func() {
-		for _, f := range files {
-			switch {
-			case f.uploaded:
-				st.UploadedFiles++
-				st.UploadedBytes += f.ref.Size
-			case f.ref.Key != "":
-				st.ReusedFiles++
-				st.ReusedBytes += f.ref.Size
-			}
-		}
+		st.UploadedFiles, st.UploadedBytes, st.ReusedFiles, st.ReusedBytes = tally(files)
 		st.Duration, st.Requests, st.Err = time.Since(start), int(s.requests.n.Load()-requests), err
 		st.RemoteObjects, st.RemoteBytes = countRemote(remote)
 		s.opts.Observer.Saved(st)
@@ -400,3 +391,19 @@ func sortedOwners[V any](m map[string]V) []string {
 
 // age returns how long before now t is.
 func age(now, t time.Time) time.Duration { return now.Sub(t) }
+
+// tally counts the files a save uploaded and those it referenced from
+// earlier uploads, with their bytes.
+func tally(files []*localFile) (uploaded int, uploadedBytes int64, reused int, reusedBytes int64) {
+	for _, f := range files {
+		switch {
+		case f.uploaded:
+			uploaded++
+			uploadedBytes += f.ref.Size
+		case f.ref.Key != "":
+			reused++
+			reusedBytes += f.ref.Size
+		}
+	}
+	return uploaded, uploadedBytes, reused, reusedBytes
+}

@@ -144,16 +144,7 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 	start, requests := time.Now(), s.requests.n.Load()
 	var files []*localFile
 	defer func() {
-		for _, f := range files {
-			switch {
-			case f.uploaded:
-				st.UploadedFiles++
-				st.UploadedBytes += f.ref.Size
-			case f.ref.Key != "":
-				st.ReusedFiles++
-				st.ReusedBytes += f.ref.Size
-			}
-		}
+		st.UploadedFiles, st.UploadedBytes, st.ReusedFiles, st.ReusedBytes = tally(files)
 		st.Duration, st.Requests = time.Since(start), int(s.requests.n.Load()-requests)
 	}()
 	if w.epoch != 0 && w.epoch != epoch {
