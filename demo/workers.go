@@ -249,7 +249,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 	if err := checkSinkStore(ctx, cfg); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
-	probe := &runner{cfg: cfg}
+	probe := &runner{cfg: cfg, workers: true}
 	if err := probe.checkSameJob(ctx); err != nil {
 		return res, err
 	}
@@ -341,6 +341,9 @@ func (c *wcoord) checkOwners(ctx context.Context) error {
 
 // sameOwners checks that cp holds the state of exactly this job's owners.
 func (c *wcoord) sameOwners(cp *checkpoint.CheckpointData) error {
+	if err := workersShape(cp); err != nil {
+		return err
+	}
 	if got := slices.Sorted(maps.Keys(cp.StateDirs)); !slices.Equal(got, c.owners) {
 		return fmt.Errorf("%w: checkpoint %s holds the state of owners %v, this job with workers has %v", ErrJobMismatch, cp.ID, got, c.owners)
 	}
@@ -503,7 +506,7 @@ func (c *wcoord) session(ctx context.Context, res *WorkersResult, first bool) er
 	c.src.Seek(0)
 	if cp := dec.Checkpoint; cp != nil {
 		restored = cp.ID
-		probe := &runner{cfg: cfg}
+		probe := &runner{cfg: cfg, workers: true}
 		if err := probe.sameJob(cp); err != nil {
 			return err
 		}
