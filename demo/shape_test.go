@@ -79,3 +79,15 @@ func TestRunRefusesAJobOfTheOtherShapeBeforeWriting(t *testing.T) {
 		sameSnapshot(t, "the refused run", snapshot(t, bs), before)
 	})
 }
+
+// More workers than owners is refused before anything is written: a
+// worker holds at least one owner.
+func TestRunWorkersRefusesMoreWorkersThanOwners(t *testing.T) {
+	bs := fileStore(t)
+	wc, _ := workersNode(t, bs, DefaultOwners+1, nil)
+	_, err := RunWorkers(t.Context(), wc)
+	if err == nil || !strings.Contains(err.Error(), "9 workers for 8 owners") {
+		t.Fatalf("run with %d workers: %v, want a refusal naming 8 owners", wc.Workers, err)
+	}
+	sameSnapshot(t, "the refused run", snapshot(t, bs), map[string]string{})
+}

@@ -168,6 +168,10 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (WorkersResult, error) {
 	if wc.Workers < 1 {
 		return WorkersResult{}, fmt.Errorf("demo: run workers: %d workers: want at least 1", wc.Workers)
 	}
+	if wc.Workers > wc.Owners {
+		// A worker holds at least one owner: the others would idle.
+		return WorkersResult{}, fmt.Errorf("demo: run workers: %d workers for %d owners: want at most %d", wc.Workers, wc.Owners, wc.Owners)
+	}
 	if wc.RemoteState != RemoteStateOff {
 		// A worker saves its part from local disk (blobstorage.Worker
 		// refuses remote-mode state): nothing would own the tables.

@@ -34,7 +34,7 @@ type workersFlags struct {
 // command, and its hidden worker subcommand.
 func (a *app) addWorkersFlags(cmd *cobra.Command, f *workersFlags) {
 	fl := cmd.Flags()
-	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (0: one process); a resumed job may use another N")
+	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (1 to "+strconv.Itoa(demo.DefaultOwners)+", the job's owners; 0: one process); a resumed job may use another N")
 	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait for N `tidemark demo worker --coordinator HOST:PORT --slot K` to connect on this address (for example :7070)")
 	fl.Uint64Var(&f.killWorkerAfter, "kill-worker-after-records", 0, "with --workers: kill worker 0 (SIGKILL) when the source offset reaches N, once per store; the coordinator replaces it")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", demo.DefaultWorkerTimeout, "with --workers: a worker that does not answer a request within this long is replaced")
@@ -47,6 +47,8 @@ func (f workersFlags) check() error {
 	switch {
 	case f.workers < 0:
 		return usagef("demo: --workers must not be negative")
+	case f.workers > demo.DefaultOwners:
+		return usagef("demo: --workers %d: the job has %d owners (partitions of the state), so at most %d workers", f.workers, demo.DefaultOwners, demo.DefaultOwners)
 	case f.workers == 0 && (f.listen != "" || f.killWorkerAfter > 0):
 		return usagef("demo: --worker-listen and --kill-worker-after-records need --workers")
 	case f.listen != "" && f.killWorkerAfter > 0:
