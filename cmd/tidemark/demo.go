@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,7 +133,7 @@ offset in demo/base for later runs.`,
 	fl.Uint64Var(&f.crashAfter, "crash-after-records", 0, "crash (exit 137, no cleanup) when the source offset reaches N, once per store: the same command run again resumes and completes")
 	fl.DurationVar(&f.slow, "slow", defaultSlow, "sleep this long after each batch, to leave time to kill the job (0: full speed)")
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
-	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
+	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads (0: the default, "+strconv.Itoa(blobstorage.DefaultConcurrency)+")")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
 	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all. A job in remote state cannot resume without it")
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
@@ -160,6 +161,9 @@ func (a *app) demoStoreURL(dir string) (string, error) {
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
 		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
+	}
+	if f.concurrency < 0 || f.slow < 0 || f.outage < 0 {
+		return usagef("demo: --concurrency, --slow and --outage-tolerance must not be negative")
 	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
