@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +123,9 @@ offset in demo/base for later runs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
+	// The demo's own --store (it shadows the global one, which would say
+	// it defaults to $TIDEMARK_STORE; the demo never reads that).
+	fl.StringVar(&a.store, "store", "", "store URL (default file://<dir>/store; the demo ignores $"+storeEnv+")")
 	fl.StringVar(&f.dir, "dir", defaultDemoDir, "local working directory (live state, local copies of checkpoints)")
 	fl.Uint64Var(&f.records, "records", demo.DefaultRecords, "number of records of the source")
 	fl.IntVar(&f.words, "words", demo.DefaultWords, "vocabulary size of the source")
@@ -133,7 +135,7 @@ offset in demo/base for later runs.`,
 	fl.Uint64Var(&f.crashAfter, "crash-after-records", 0, "crash (exit 137, no cleanup) when the source offset reaches N, once per store: the same command run again resumes and completes")
 	fl.DurationVar(&f.slow, "slow", defaultSlow, "sleep this long after each batch, to leave time to kill the job (0: full speed)")
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
-	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads (0: the default, "+strconv.Itoa(blobstorage.DefaultConcurrency)+")")
+	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads (0: the default)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
 	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all. A job in remote state cannot resume without it")
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll

@@ -35,7 +35,7 @@ type workersFlags struct {
 func (a *app) addWorkersFlags(cmd *cobra.Command, f *workersFlags) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (1 to "+strconv.Itoa(demo.DefaultOwners)+", the job's owners; 0: one process); a resumed job may use another N")
-	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait for N `tidemark demo worker --coordinator HOST:PORT --slot K` to connect on this address (for example :7070)")
+	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait on this address (for example :7070) for the N workers to connect, each started as: tidemark demo worker --coordinator HOST:PORT --slot K")
 	fl.Uint64Var(&f.killWorkerAfter, "kill-worker-after-records", 0, "with --workers: kill worker 0 (SIGKILL) when the source offset reaches N, once per store; the coordinator replaces it")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", demo.DefaultWorkerTimeout, "with --workers: a worker that does not answer a request within this long is replaced")
 	fl.DurationVar(&f.joinTimeout, "worker-join-timeout", demo.DefaultJoinTimeout, "with --workers: how long to wait for the workers to connect")
