@@ -90,11 +90,13 @@ type WorkersConfig struct {
 
 // WorkerEvent is something that happened to a worker of RunWorkers.
 type WorkerEvent struct {
-	// Event is "joined", "lost" or "opened".
+	// Event is "joined", "lost", "opened" or "refused" (a worker that
+	// connected with a slot out of range or an invalid id: Err says why;
+	// the coordinator goes on waiting for the workers of its slots).
 	Event  string
 	Slot   int
 	Worker string
-	// Err is why a worker was lost.
+	// Err is why a worker was lost or refused.
 	Err error
 	// Checkpoint is the checkpoint a worker opened its owners from (""
 	// for an empty start); Owners the owners it opened; Downloaded those
@@ -396,9 +398,9 @@ func (c *wcoord) join(ctx context.Context, need []int) error {
 		case a := <-c.arrive:
 			s := a.hello.Slot
 			switch {
-			case s < 0 || s >= c.wc.Workers || blobstorage.ValidateWorkerID(a.hello.Worker) != nil:
-				_ = a.c.send(wireReply{Err: fmt.Sprintf("slot %d or worker id %q is not one of this job (%d workers)", s, a.hello.Worker, c.wc.Workers)})
-				_ = a.c.close()
+			case c.refuse(a) != nil:
+				// Refused (the worker was told why); wait on for the
+				// right slots.
 			case missing[s]:
 				take(a)
 			default:

@@ -135,6 +135,8 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		switch e.Event {
 		case "joined":
 			say("worker %d joined: %s", e.Slot, e.Worker)
+		case "refused":
+			say("refused a worker that connected: %v; still waiting for the workers of slots 0..%d", e.Err, w.workers-1)
 		case "lost":
 			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, a new worker takes over its owners", e.Slot, e.Worker, e.Err)
 		case "opened":
