@@ -308,8 +308,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 }
 
 // errInterrupted is the error of a demo stopped by Ctrl-C or SIGTERM
-// (exit 130).
-var errInterrupted = fmt.Errorf("interrupted: %w", context.Canceled)
+// (exit 130, 143): the demo has said so already, so it is not printed
+// again (see quietError).
+var errInterrupted error = quietError{fmt.Errorf("interrupted: %w", context.Canceled)}
 
 func orNone(s string) string {
 	if s == "" {

@@ -79,12 +79,18 @@ without --worker-listen starts its workers itself.`,
 			if coord == "" || slot < 0 || dir == "" {
 				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
 			}
-			return demo.ServeWorker(cmd.Context(), demo.WorkerConfig{
+			err := demo.ServeWorker(cmd.Context(), demo.WorkerConfig{
 				Coordinator: coord,
 				Slot:        slot,
 				Dir:         dir,
 				Logger:      a.logger,
 			})
+			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
+				// Interrupted (Ctrl-C reaches the coordinator and the
+				// workers it started alike): the coordinator says so.
+				return quietError{err}
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -124,7 +130,11 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 			_ = l.Close()
 			return fmt.Errorf("demo: find this executable to start workers: %w", err)
 		}
-		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: stderr, procs: map[int]*child{},
+		// Once the run is interrupted, what the children say (the
+		// coordinator gone, as they see it) is noise: the coordinator
+		// says once that the job was interrupted and how to resume.
+		out := &untilDone{ctx: ctx, w: stderr}
+		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: out, procs: map[int]*child{},
 			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}}
 		defer cl.close()
 		wc.Launcher = cl
@@ -205,6 +215,19 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// untilDone writes to w until ctx is done, then drops what it is given.
+type untilDone struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (u *untilDone) Write(p []byte) (int, error) {
+	if u.ctx.Err() != nil {
+		return len(p), nil
+	}
+	return u.w.Write(p)
 }
 
 // childLauncher starts the workers as child processes of this executable
