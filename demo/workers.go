@@ -172,7 +172,7 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (WorkersResult, error) {
 	}
 	if wc.Workers > wc.Owners {
 		// A worker holds at least one owner: the others would idle.
-		return WorkersResult{}, fmt.Errorf("demo: run workers: %d workers for %d owners: want at most %d", wc.Workers, wc.Owners, wc.Owners)
+		return WorkersResult{}, fmt.Errorf("demo: run workers: %s for %s: want at most %d", plural(wc.Workers, "worker"), plural(wc.Owners, "owner"), wc.Owners)
 	}
 	if wc.RemoteState != RemoteStateOff {
 		// A worker saves its part from local disk (blobstorage.Worker
@@ -304,7 +304,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 			return res, err
 		}
 		if res.Replaced >= c.wc.MaxReplacements {
-			return res, fmt.Errorf("demo: gave up after replacing %d workers: %w", res.Replaced, err)
+			return res, fmt.Errorf("demo: gave up after replacing %s: %w", plural(res.Replaced, "worker"), err)
 		}
 		if err := c.replace(ctx, lost); err != nil {
 			return res, err

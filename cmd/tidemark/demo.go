@@ -252,9 +252,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			}
 			say("to crash and resume: press Ctrl-C or `kill -9 %d` (or pass --crash-after-records N), then run the same command again", os.Getpid())
 		case "records", "checkpoint":
-			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %d objects",
+			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %s",
 				p.Offset, p.Records, 100*float64(p.Offset)/float64(max(p.Records, 1)),
-				p.Checkpoints, orNone(p.LastCompleted), humanBytes(up.bytes.Load()), up.objects.Load())
+				p.Checkpoints, orNone(p.LastCompleted), humanBytes(up.bytes.Load()), plural(up.objects.Load(), "object"))
 		}
 	}
 
@@ -294,8 +294,8 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if err != nil {
 			return fmt.Errorf("demo: %w", errVerify)
 		}
-		say("done in %s: %d checkpoints this run, %s uploaded in %d objects",
-			time.Since(start).Round(time.Millisecond), res.Checkpoints, humanBytes(upBytes), upObjects)
+		say("done in %s: %s this run, %s uploaded in %s",
+			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), humanBytes(upBytes), plural(upObjects, "object"))
 		return nil
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",

@@ -139,7 +139,7 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		defer cl.close()
 		wc.Launcher = cl
 	} else {
-		say("waiting for %d workers on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", w.workers, l.Addr())
+		say("waiting for %s on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", plural(w.workers, "worker"), l.Addr())
 	}
 	wc.OnWorker = func(e demo.WorkerEvent) {
 		switch e.Event {
@@ -192,8 +192,8 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		if err != nil {
 			return fmt.Errorf("demo: %w", errVerify)
 		}
-		say("done in %s: %d checkpoints this run by %d workers (%d replaced); the coordinator uploaded %s in %d objects",
-			time.Since(start).Round(time.Millisecond), res.Checkpoints, w.workers, res.Replaced, humanBytes(upBytes), upObjects)
+		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
+			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
 		return nil
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
