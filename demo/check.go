@@ -44,21 +44,21 @@ func (c Check) String() string {
 		from = fmt.Sprintf(" (output in this store from record %d: resumed from a savepoint)", c.Base.Offset)
 	}
 	if c.OK() {
-		return fmt.Sprintf("exactly-once: OK, %d records%s, %d words (%d committed transactions)",
-			c.Records, from, c.Words, c.Transactions)
+		return fmt.Sprintf("exactly-once: OK, %s%s, %s (%s)",
+			plural(c.Records, "record"), from, plural(c.Words, "word"), plural(c.Transactions, "committed transaction"))
 	}
 	var b strings.Builder
 	if c.Base.FromSavepoint() {
-		fmt.Fprintf(&b, "exactly-once: FAILED, %d records expected in this store's output%s, %d in the committed output",
-			c.Records-min(c.Base.Offset, c.Records), from, c.OutputTotal)
+		fmt.Fprintf(&b, "exactly-once: FAILED, %s expected in this store's output%s, %d in the committed output",
+			plural(c.Records-min(c.Base.Offset, c.Records), "record"), from, c.OutputTotal)
 	} else {
-		fmt.Fprintf(&b, "exactly-once: FAILED, %d records expected, %d in the committed output", c.Records, c.OutputTotal)
+		fmt.Fprintf(&b, "exactly-once: FAILED, %s expected, %d in the committed output", plural(c.Records, "record"), c.OutputTotal)
 	}
 	if c.OutputWrong > 0 {
-		fmt.Fprintf(&b, "; %d words wrong in the output (%s)", c.OutputWrong, strings.Join(c.OutputDiff, ", "))
+		fmt.Fprintf(&b, "; %s wrong in the output (%s)", plural(c.OutputWrong, "word"), strings.Join(c.OutputDiff, ", "))
 	}
 	if c.StateWrong > 0 {
-		fmt.Fprintf(&b, "; %d words wrong in the state (%s)", c.StateWrong, strings.Join(c.StateDiff, ", "))
+		fmt.Fprintf(&b, "; %s wrong in the state (%s)", plural(c.StateWrong, "word"), strings.Join(c.StateDiff, ", "))
 	}
 	return b.String()
 }

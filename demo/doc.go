@@ -95,15 +95,20 @@
 // slot; every worker rolls back to the latest completed checkpoint,
 // survivors from their own disks and the newcomer by restoring only its
 // owners from the store. A run with another number of workers restores
-// each owner on its new worker: rescale. The final check restores every
-// owner from the store.
+// each owner on its new worker: rescale (at most one worker per owner).
+// A job keeps its shape: one run with workers is refused by Run, one run
+// in one process by RunWorkers, both before writing anything. A worker
+// whose slot is out of range is refused with the reason, which
+// ServeWorker returns wrapping [ErrWorkerRefused]. The final check
+// restores every owner from the store.
 //
 // # Errors
 //
 // Run's errors wrap [ErrCrashed] (an injected crash: run again to
 // resume), blobstore.ErrConditionsIgnored (the endpoint ignores
 // conditional writes: the run wrote nothing), [ErrNotExactlyOnce] (the final check failed), [ErrJobMismatch]
-// (the store holds a job with other parameters), [ErrStateMode] (remote
+// (the store holds a job with other parameters, or of the other shape:
+// the message says how to resume), [ErrStateMode] (remote
 // state resumed in local mode: nothing changed), checkpoint.ErrFenced
 // (another writer took over: the run stops at once, with a message that
 // starts "demo: fenced: another node took over", and aborts nothing) or

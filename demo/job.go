@@ -263,6 +263,11 @@ func (r *runner) sameJob(cp *checkpoint.CheckpointData) error {
 		return fmt.Errorf("%w: checkpoint %s is of a job with %d records and %d words, not %d and %d",
 			ErrJobMismatch, cp.ID, off.Records, off.Words, r.cfg.Records, r.cfg.Words)
 	}
+	if !r.workers {
+		if err := oneProcessShape(cp); err != nil {
+			return err
+		}
+	}
 	return r.checkStateMode(cp)
 }
 
@@ -285,6 +290,8 @@ type runner struct {
 
 	epoch       uint64 // the writer epoch Acquire took (0: no writer role)
 	stopHydrate func() // remote state: stops the background hydration
+
+	workers bool // the probe of RunWorkers: the checkpoints have the workers' owners
 }
 
 func (r *runner) close() error {

@@ -90,11 +90,13 @@ type WorkersConfig struct {
 
 // WorkerEvent is something that happened to a worker of RunWorkers.
 type WorkerEvent struct {
-	// Event is "joined", "lost" or "opened".
+	// Event is "joined", "lost", "opened" or "refused" (a worker that
+	// connected with a slot out of range or an invalid id: Err says why;
+	// the coordinator goes on waiting for the workers of its slots).
 	Event  string
 	Slot   int
 	Worker string
-	// Err is why a worker was lost.
+	// Err is why a worker was lost or refused.
 	Err error
 	// Checkpoint is the checkpoint a worker opened its owners from (""
 	// for an empty start); Owners the owners it opened; Downloaded those
@@ -167,6 +169,10 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (WorkersResult, error) {
 	}
 	if wc.Workers < 1 {
 		return WorkersResult{}, fmt.Errorf("demo: run workers: %d workers: want at least 1", wc.Workers)
+	}
+	if wc.Workers > wc.Owners {
+		// A worker holds at least one owner: the others would idle.
+		return WorkersResult{}, fmt.Errorf("demo: run workers: %s for %s: want at most %d", plural(wc.Workers, "worker"), plural(wc.Owners, "owner"), wc.Owners)
 	}
 	if wc.RemoteState != RemoteStateOff {
 		// A worker saves its part from local disk (blobstorage.Worker
@@ -249,7 +255,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 	if err := checkSinkStore(ctx, cfg); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
-	probe := &runner{cfg: cfg}
+	probe := &runner{cfg: cfg, workers: true}
 	if err := probe.checkSameJob(ctx); err != nil {
 		return res, err
 	}
@@ -298,7 +304,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 			return res, err
 		}
 		if res.Replaced >= c.wc.MaxReplacements {
-			return res, fmt.Errorf("demo: gave up after replacing %d workers: %w", res.Replaced, err)
+			return res, fmt.Errorf("demo: gave up after replacing %s: %w", plural(res.Replaced, "worker"), err)
 		}
 		if err := c.replace(ctx, lost); err != nil {
 			return res, err
@@ -341,6 +347,9 @@ func (c *wcoord) checkOwners(ctx context.Context) error {
 
 // sameOwners checks that cp holds the state of exactly this job's owners.
 func (c *wcoord) sameOwners(cp *checkpoint.CheckpointData) error {
+	if err := workersShape(cp); err != nil {
+		return err
+	}
 	if got := slices.Sorted(maps.Keys(cp.StateDirs)); !slices.Equal(got, c.owners) {
 		return fmt.Errorf("%w: checkpoint %s holds the state of owners %v, this job with workers has %v", ErrJobMismatch, cp.ID, got, c.owners)
 	}
@@ -389,9 +398,9 @@ func (c *wcoord) join(ctx context.Context, need []int) error {
 		case a := <-c.arrive:
 			s := a.hello.Slot
 			switch {
-			case s < 0 || s >= c.wc.Workers || blobstorage.ValidateWorkerID(a.hello.Worker) != nil:
-				_ = a.c.send(wireReply{Err: fmt.Sprintf("slot %d or worker id %q is not one of this job (%d workers)", s, a.hello.Worker, c.wc.Workers)})
-				_ = a.c.close()
+			case c.refuse(a) != nil:
+				// Refused (the worker was told why); wait on for the
+				// right slots.
 			case missing[s]:
 				take(a)
 			default:
@@ -503,7 +512,7 @@ func (c *wcoord) session(ctx context.Context, res *WorkersResult, first bool) er
 	c.src.Seek(0)
 	if cp := dec.Checkpoint; cp != nil {
 		restored = cp.ID
-		probe := &runner{cfg: cfg}
+		probe := &runner{cfg: cfg, workers: true}
 		if err := probe.sameJob(cp); err != nil {
 			return err
 		}

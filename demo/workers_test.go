@@ -198,8 +198,8 @@ func TestRunWorkersReplacesAWorkerLostInTheMiddleOfItsPart(t *testing.T) {
 }
 
 // A job that ran in one process (owners counts and totals) is not resumed
-// with workers, whose owners are the partitions: it refuses, naming the
-// owners, without taking the writer role.
+// with workers, whose owners are the partitions: it refuses, saying so,
+// without taking the writer role.
 func TestRunWorkersRefusesAJobOfAnotherShape(t *testing.T) {
 	bs := fileStore(t)
 	cfg := node(t, bs)
@@ -209,8 +209,8 @@ func TestRunWorkersRefusesAJobOfAnotherShape(t *testing.T) {
 	wc, _ := workersNode(t, bs, 2, nil)
 	wc.Records, wc.Words = 2000, 50
 	_, err := RunWorkers(t.Context(), wc)
-	if !errors.Is(err, ErrJobMismatch) || !strings.Contains(err.Error(), "owners [counts totals]") {
-		t.Fatalf("run workers on a one-process job: %v, want ErrJobMismatch naming the owners", err)
+	if !errors.Is(err, ErrJobMismatch) || !strings.Contains(err.Error(), "this job runs in one process") {
+		t.Fatalf("run workers on a one-process job: %v, want ErrJobMismatch saying it runs in one process", err)
 	}
 	if after := readKey(t, bs, "_writer"); after != writer {
 		t.Fatalf("the refused run took the writer role: _writer %s, was %s", after, writer)

@@ -27,6 +27,7 @@ const (
 	opBatch   = "batch"   // fold records into the owners' state
 	opBarrier = "barrier" // checkpoint the owners and save their parts
 	opStop    = "stop"    // the job is done: exit
+	opRefuse  = "refuse"  // the answer to a hello the coordinator refuses: Reason says why
 )
 
 // wireHello is the first message of a worker.
@@ -41,6 +42,9 @@ type wireHello struct {
 // wireRequest is a request of the coordinator.
 type wireRequest struct {
 	Op string `json:"op"`
+
+	// refuse
+	Reason string `json:"reason,omitempty"`
 
 	// open
 	Store        string   `json:"store,omitempty"`       // the store's URL, as workers open it
@@ -239,7 +243,7 @@ func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, hel
 				return
 			}
 			if h.Version != wireVersion {
-				_ = c.send(wireReply{Err: fmt.Sprintf("protocol version %d, the coordinator speaks %d", h.Version, wireVersion)})
+				_ = c.send(wireRequest{Op: opRefuse, Reason: fmt.Sprintf("protocol version %d, the coordinator speaks %d", h.Version, wireVersion)})
 				_ = c.close()
 				return
 			}

@@ -48,6 +48,11 @@ type WorkerConfig struct {
 // job was done: the coordinator died, or replaced this worker.
 var ErrCoordinatorGone = errors.New("demo: coordinator gone")
 
+// ErrWorkerRefused is wrapped by ServeWorker's error when the
+// coordinator refused the worker's hello (its slot is out of range, or
+// it speaks another protocol version); the error says why.
+var ErrWorkerRefused = errors.New("refused by the coordinator")
+
 // ServeWorker runs one worker of a job whose coordinator runs RunWorkers:
 // it connects to cfg.Coordinator, introduces itself with a new worker id
 // (blobstorage.NewWorkerID), and then does what the coordinator asks:
@@ -98,6 +103,9 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 				err = errors.New("connection closed")
 			}
 			return fmt.Errorf("demo: worker %s: %w: %w", w.id, ErrCoordinatorGone, err)
+		}
+		if req.Op == opRefuse {
+			return fmt.Errorf("demo: worker %s: %w: %s", w.id, ErrWorkerRefused, req.Reason)
 		}
 		if req.Op == opStop {
 			_ = c.send(wireReply{})

@@ -123,6 +123,9 @@ offset in demo/base for later runs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
+	// The demo's own --store (it shadows the global one, which would say
+	// it defaults to $TIDEMARK_STORE; the demo never reads that).
+	fl.StringVar(&a.store, "store", "", "store URL (default file://<dir>/store; the demo ignores $"+storeEnv+")")
 	fl.StringVar(&f.dir, "dir", defaultDemoDir, "local working directory (live state, local copies of checkpoints)")
 	fl.Uint64Var(&f.records, "records", demo.DefaultRecords, "number of records of the source")
 	fl.IntVar(&f.words, "words", demo.DefaultWords, "vocabulary size of the source")
@@ -132,7 +135,7 @@ offset in demo/base for later runs.`,
 	fl.Uint64Var(&f.crashAfter, "crash-after-records", 0, "crash (exit 137, no cleanup) when the source offset reaches N, once per store: the same command run again resumes and completes")
 	fl.DurationVar(&f.slow, "slow", defaultSlow, "sleep this long after each batch, to leave time to kill the job (0: full speed)")
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
-	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads")
+	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads (0: the default)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
 	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all. A job in remote state cannot resume without it")
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
@@ -160,6 +163,9 @@ func (a *app) demoStoreURL(dir string) (string, error) {
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
 		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
+	}
+	if f.concurrency < 0 || f.slow < 0 || f.outage < 0 {
+		return usagef("demo: --concurrency, --slow and --outage-tolerance must not be negative")
 	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
@@ -246,9 +252,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			}
 			say("to crash and resume: press Ctrl-C or `kill -9 %d` (or pass --crash-after-records N), then run the same command again", os.Getpid())
 		case "records", "checkpoint":
-			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %d objects",
+			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %s",
 				p.Offset, p.Records, 100*float64(p.Offset)/float64(max(p.Records, 1)),
-				p.Checkpoints, orNone(p.LastCompleted), humanBytes(up.bytes.Load()), up.objects.Load())
+				p.Checkpoints, orNone(p.LastCompleted), humanBytes(up.bytes.Load()), plural(up.objects.Load(), "object"))
 		}
 	}
 
@@ -288,8 +294,8 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if err != nil {
 			return fmt.Errorf("demo: %w", errVerify)
 		}
-		say("done in %s: %d checkpoints this run, %s uploaded in %d objects",
-			time.Since(start).Round(time.Millisecond), res.Checkpoints, humanBytes(upBytes), upObjects)
+		say("done in %s: %s this run, %s uploaded in %s",
+			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), humanBytes(upBytes), plural(upObjects, "object"))
 		return nil
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
@@ -302,8 +308,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 }
 
 // errInterrupted is the error of a demo stopped by Ctrl-C or SIGTERM
-// (exit 130).
-var errInterrupted = fmt.Errorf("interrupted: %w", context.Canceled)
+// (exit 130, 143): the demo has said so already, so it is not printed
+// again (see quietError).
+var errInterrupted error = quietError{fmt.Errorf("interrupted: %w", context.Canceled)}
 
 func orNone(s string) string {
 	if s == "" {

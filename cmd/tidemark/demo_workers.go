@@ -34,8 +34,8 @@ type workersFlags struct {
 // command, and its hidden worker subcommand.
 func (a *app) addWorkersFlags(cmd *cobra.Command, f *workersFlags) {
 	fl := cmd.Flags()
-	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (0: one process); a resumed job may use another N")
-	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait for N `tidemark demo worker --coordinator HOST:PORT --slot K` to connect on this address (for example :7070)")
+	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (1 to "+strconv.Itoa(demo.DefaultOwners)+", the job's owners; 0: one process); a resumed job may use another N")
+	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait on this address (for example :7070) for the N workers to connect, each started as: tidemark demo worker --coordinator HOST:PORT --slot K")
 	fl.Uint64Var(&f.killWorkerAfter, "kill-worker-after-records", 0, "with --workers: kill worker 0 (SIGKILL) when the source offset reaches N, once per store; the coordinator replaces it")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", demo.DefaultWorkerTimeout, "with --workers: a worker that does not answer a request within this long is replaced")
 	fl.DurationVar(&f.joinTimeout, "worker-join-timeout", demo.DefaultJoinTimeout, "with --workers: how long to wait for the workers to connect")
@@ -47,6 +47,8 @@ func (f workersFlags) check() error {
 	switch {
 	case f.workers < 0:
 		return usagef("demo: --workers must not be negative")
+	case f.workers > demo.DefaultOwners:
+		return usagef("demo: --workers %d: the job has %d owners (partitions of the state), so at most %d workers", f.workers, demo.DefaultOwners, demo.DefaultOwners)
 	case f.workers == 0 && (f.listen != "" || f.killWorkerAfter > 0):
 		return usagef("demo: --worker-listen and --kill-worker-after-records need --workers")
 	case f.listen != "" && f.killWorkerAfter > 0:
@@ -77,12 +79,18 @@ without --worker-listen starts its workers itself.`,
 			if coord == "" || slot < 0 || dir == "" {
 				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
 			}
-			return demo.ServeWorker(cmd.Context(), demo.WorkerConfig{
+			err := demo.ServeWorker(cmd.Context(), demo.WorkerConfig{
 				Coordinator: coord,
 				Slot:        slot,
 				Dir:         dir,
 				Logger:      a.logger,
 			})
+			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
+				// Interrupted (Ctrl-C reaches the coordinator and the
+				// workers it started alike): the coordinator says so.
+				return quietError{err}
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -122,17 +130,23 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 			_ = l.Close()
 			return fmt.Errorf("demo: find this executable to start workers: %w", err)
 		}
-		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: stderr, procs: map[int]*child{},
+		// Once the run is interrupted, what the children say (the
+		// coordinator gone, as they see it) is noise: the coordinator
+		// says once that the job was interrupted and how to resume.
+		out := &untilDone{ctx: ctx, w: stderr}
+		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: out, procs: map[int]*child{},
 			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}}
 		defer cl.close()
 		wc.Launcher = cl
 	} else {
-		say("waiting for %d workers on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", w.workers, l.Addr())
+		say("waiting for %s on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", plural(w.workers, "worker"), l.Addr())
 	}
 	wc.OnWorker = func(e demo.WorkerEvent) {
 		switch e.Event {
 		case "joined":
 			say("worker %d joined: %s", e.Slot, e.Worker)
+		case "refused":
+			say("refused a worker that connected: %v; still waiting for the workers of slots 0..%d", e.Err, w.workers-1)
 		case "lost":
 			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, a new worker takes over its owners", e.Slot, e.Worker, e.Err)
 		case "opened":
@@ -178,8 +192,8 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		if err != nil {
 			return fmt.Errorf("demo: %w", errVerify)
 		}
-		say("done in %s: %d checkpoints this run by %d workers (%d replaced); the coordinator uploaded %s in %d objects",
-			time.Since(start).Round(time.Millisecond), res.Checkpoints, w.workers, res.Replaced, humanBytes(upBytes), upObjects)
+		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
+			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
 		return nil
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
@@ -201,6 +215,19 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// untilDone writes to w until ctx is done, then drops what it is given.
+type untilDone struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (u *untilDone) Write(p []byte) (int, error) {
+	if u.ctx.Err() != nil {
+		return len(p), nil
+	}
+	return u.w.Write(p)
 }
 
 // childLauncher starts the workers as child processes of this executable

@@ -135,6 +135,8 @@ func TestDemoWithWorkersReplacesAKilledWorker(t *testing.T) {
 func TestDemoWithWorkersRefusesBadFlags(t *testing.T) {
 	for _, extra := range [][]string{
 		{"--workers", "-1"},
+		{"--workers", "9"}, // more than the job's 8 owners
+		{"--workers", "9", "--worker-listen", "127.0.0.1:0"},
 		{"--worker-listen", "127.0.0.1:0"},
 		{"--kill-worker-after-records", "5"},
 		{"--workers", "2", "--worker-listen", "127.0.0.1:0", "--kill-worker-after-records", "5"},

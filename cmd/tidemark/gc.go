@@ -93,9 +93,10 @@ and a prefix that holds other data and no Tidemark mark, such as a bucket root.`
 				if rep.RemoteKept != "" {
 					fmt.Fprintf(w, "remote objects kept: %s\n", rep.RemoteKept)
 				}
-				fmt.Fprintf(w, "gc: kept %d checkpoints %v\n", len(rep.Retained), rep.Retained)
-				fmt.Fprintf(w, "gc: %s %d checkpoints %v, %d objects (%s), %d unreferenced shared files, %d remote objects, %d expired pins, %d incomplete uploads\n",
-					verb, len(rep.Dropped), rep.Dropped, rep.Objects, humanBytes(rep.Bytes), rep.SharedObjects, rep.RemoteObjects, rep.Pins, rep.AbortedUploads)
+				fmt.Fprintf(w, "gc: kept %s %v\n", plural(len(rep.Retained), "checkpoint"), rep.Retained)
+				fmt.Fprintf(w, "gc: %s %s %v, %s (%s), %s, %s, %s, %s\n",
+					verb, plural(len(rep.Dropped), "checkpoint"), rep.Dropped, plural(rep.Objects, "object"), humanBytes(rep.Bytes),
+					plural(rep.SharedObjects, "unreferenced shared file"), plural(rep.RemoteObjects, "remote object"), plural(rep.Pins, "expired pin"), plural(rep.AbortedUploads, "incomplete upload"))
 				if dryRun && len(rep.Deletions) > 0 {
 					fmt.Fprintln(w, "gc: nothing was deleted; run again with --confirm to delete")
 				}

@@ -110,6 +110,15 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// quietError is an error the command has already told the user about
+// in its own words (the demo's "interrupted at record …"): run sets the
+// exit code from it but prints nothing more in text (with --output json
+// the error is still written as JSON).
+type quietError struct{ err error }
+
+func (e quietError) Error() string { return e.err.Error() }
+func (e quietError) Unwrap() error { return e.err }
+
 // errVerify marks a failed verification that is not an archive.ErrCorrupt
 // (exit 3).
 var errVerify = errors.New("verification failed")
@@ -134,7 +143,9 @@ func run(ctx context.Context, args []string, e env) int {
 	if a.output == "json" {
 		writeJSON(e.stderr, map[string]any{"error": err.Error(), "exit_code": code})
 	} else {
-		fmt.Fprintf(e.stderr, "tidemark: %v\n", err)
+		if !errors.As(err, new(quietError)) {
+			fmt.Fprintf(e.stderr, "tidemark: %v\n", err)
+		}
 		if code == exitUsage {
 			fmt.Fprintln(e.stderr, "Run 'tidemark --help' (or 'tidemark COMMAND --help') for usage.")
 		}

@@ -85,7 +85,7 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 				for _, k := range slices.Sorted(maps.Keys(operators)) {
 					fmt.Fprintf(w, "operator    %s = %s\n", k, operators[k])
 				}
-				fmt.Fprintf(w, "state       %d files, %s (%s new in this checkpoint)\n", ci.Files, humanBytes(ci.Size), humanBytes(ci.New))
+				fmt.Fprintf(w, "state       %s, %s (%s new in this checkpoint)\n", plural(ci.Files, "file"), humanBytes(ci.Size), humanBytes(ci.New))
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "OWNER\tFILE\tSIZE\tSHA256\tKEY")
 				for _, owner := range slices.Sorted(maps.Keys(rec.Files)) {

@@ -99,7 +99,7 @@ func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error
 	v.OK = err == nil
 	a.emit(v, func(w io.Writer) {
 		if v.OK {
-			fmt.Fprintf(w, "%s %s: OK, %d files, %s verified\n", v.Kind, v.Name, v.Files, humanBytes(v.Bytes))
+			fmt.Fprintf(w, "%s %s: OK, %s, %s verified\n", v.Kind, v.Name, plural(v.Files, "file"), humanBytes(v.Bytes))
 		} else {
 			fmt.Fprintf(w, "%s %s: FAILED: %s\n", v.Kind, v.Name, v.Error)
 		}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// Negative --concurrency, --slow and --outage-tolerance are usage errors
+// (exit 2), refused before anything is written, as --records 0 is.
+func TestDemoRefusesNegativeFlags(t *testing.T) {
+	for _, extra := range [][]string{
+		{"--records", "0"},
+		{"--concurrency", "-1"},
+		{"--slow", "-1s"},
+		{"--outage-tolerance", "-5s"},
+	} {
+		dir, storeDir := t.TempDir(), t.TempDir()
+		_, errOut, code := tm(t, "", append([]string{"demo", "--dir", dir, "--store", fileURL(storeDir)}, extra...)...)
+		if code != exitUsage {
+			t.Errorf("demo %v: exit %d, want %d\n%s", extra, code, exitUsage, errOut)
+		}
+		for _, d := range []string{dir, storeDir} {
+			if entries, _ := os.ReadDir(d); len(entries) != 0 {
+				t.Errorf("demo %v wrote into %s: %v", extra, d, entries)
+			}
+		}
+	}
+}
+
+// --concurrency 0 means the default, as its help says: the demo runs.
+func TestDemoConcurrencyZeroIsTheDefault(t *testing.T) {
+	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), fileURL(t.TempDir()), "--concurrency", "0")...)
+	if code != 0 {
+		t.Fatalf("demo --concurrency 0: exit %d\n%s", code, errOut)
+	}
+}
