@@ -26,11 +26,11 @@ copied (nothing appears in DST) and the exit code is 3.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label, srcURL, dstURL := args[0], args[1], args[2]
-			src, err := blobstore.Open(ctx, srcURL)
+			src, err := openStoreURL(ctx, srcURL, srcURL)
 			if err != nil {
 				return err
 			}
-			dst, err := blobstore.Open(ctx, dstURL)
+			dst, err := openStoreURL(ctx, dstURL, dstURL)
 			if err != nil {
 				return err
 			}

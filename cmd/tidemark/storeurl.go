@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+)
+
+// openStoreURL opens the store the user named as typed, through opened: typed
+// with the parameters the CLI adds (must_exist for a read command, the
+// demo's retry budget). An invalid URL's error quotes typed, not opened,
+// so the message shows the URL the user wrote (its password, if any,
+// redacted).
+func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstore, error) {
+	bs, err := blobstore.Open(ctx, opened)
+	if err != nil && opened != typed && errors.Is(err, blobstore.ErrInvalidURL) {
+		err = retyped(err, typed, opened)
+	}
+	return bs, err
+}
+
+// retyped returns err with the opened URL in its message replaced by the
+// typed one (both redacted, as the store packages print them).
+func retyped(err error, typed, opened string) error {
+	tu, terr := url.Parse(typed)
+	ou, oerr := url.Parse(opened)
+	if terr != nil || oerr != nil {
+		return err
+	}
+	msg, from, to := err.Error(), ou.Redacted(), tu.Redacted()
+	for _, pair := range [][2]string{{strconv.Quote(from), strconv.Quote(to)}, {from, to}} {
+		if strings.Contains(msg, pair[0]) {
+			return urlError{msg: strings.ReplaceAll(msg, pair[0], pair[1]), err: err}
+		}
+	}
+	return err
+}
+
+// urlError is an error with a rewritten message that still wraps the
+// original (so it is ErrInvalidURL, exit code 2).
+type urlError struct {
+	msg string
+	err error
+}
+
+func (e urlError) Error() string { return e.msg }
+func (e urlError) Unwrap() error { return e.err }
+
+// withParam appends name=value to its query as
+// typed, without re-encoding the parameters already there.
+func withParam(u *url.URL, name, value string) {
+	p := url.QueryEscape(name) + "=" + url.QueryEscape(value)
+	if u.RawQuery == "" {
+		u.RawQuery = p
+	} else {
+		u.RawQuery += "&" + p
+	}
+}
