@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -14,13 +15,32 @@ import (
 // with the parameters the CLI adds (must_exist for a read command, the
 // demo's retry budget). An invalid URL's error quotes typed, not opened,
 // so the message shows the URL the user wrote (its password, if any,
-// redacted).
+// redacted), and an unknown scheme lists the schemes tidemark supports
+// (the library's error suggests importing a Go package).
 func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstore, error) {
+	if u, err := url.Parse(typed); err == nil && u.Scheme != "" && !supportedScheme(u.Scheme) {
+		return nil, fmt.Errorf("%w %q: unknown scheme %q (tidemark supports %s)",
+			blobstore.ErrInvalidURL, u.Redacted(), u.Scheme, strings.Join(cliSchemes, ", "))
+	}
 	bs, err := blobstore.Open(ctx, opened)
 	if err != nil && opened != typed && errors.Is(err, blobstore.ErrInvalidURL) {
 		err = retyped(err, typed, opened)
 	}
 	return bs, err
+}
+
+// cliSchemes are the store schemes the CLI documents (--help, README):
+// the persistent ones. (mem://, registered too, forgets everything when
+// the process exits.)
+var cliSchemes = []string{"file", "s3"}
+
+func supportedScheme(scheme string) bool {
+	for _, s := range blobstore.Schemes() {
+		if strings.EqualFold(s, scheme) {
+			return true
+		}
+	}
+	return false
 }
 
 // retyped returns err with the opened URL in its message replaced by the

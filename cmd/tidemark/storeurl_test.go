@@ -42,3 +42,35 @@ func TestInvalidURLErrorQuotesTypedURL(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownSchemeListsSupportedSchemes: the CLI's error for an unknown
+// scheme lists the schemes tidemark supports, not the library's hint to
+// import a Go package, for every command that opens a URL.
+func TestUnknownSchemeListsSupportedSchemes(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"ls"},
+		{"savepoint", "create", "v1"},
+		{"savepoint", "cp", "v1", "gs://b/p", fileURL(dir)},
+		{"savepoint", "cp", "v1", fileURL(dir), "gs://b/p"},
+		{"savepoint", "restore", "v1", "--from", "gs://b/p"},
+		demoArgs(t.TempDir(), "gs://b/p"),
+	} {
+		t.Run(strings.Join(args[:min(len(args), 2)], " "), func(t *testing.T) {
+			store := "gs://b/p"
+			if args[0] == "savepoint" && (args[1] == "cp" || args[1] == "restore") {
+				store = fileURL(t.TempDir())
+			}
+			_, errOut, code := tm(t, store, args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d\n%s", code, exitUsage, errOut)
+			}
+			if want := `unknown scheme "gs" (tidemark supports file, s3)`; !strings.Contains(errOut, want) {
+				t.Errorf("stderr %q does not say %q", errOut, want)
+			}
+			if strings.Contains(errOut, "import") {
+				t.Errorf("stderr %q gives the Go library's hint", errOut)
+			}
+		})
+	}
+}
