@@ -66,14 +66,14 @@ func Open(ctx context.Context, rawURL string) (Blobstore, error) {
 		return nil, fmt.Errorf("%w %q: %w", ErrInvalidURL, rawURL, err)
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("%w %q: no scheme (want one of %s)", ErrInvalidURL, rawURL, strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("%w %q: no scheme (want one of %s)", ErrInvalidURL, u.Redacted(), strings.Join(Schemes(), ", "))
 	}
 	registryMu.RLock()
 	opener, ok := registry[strings.ToLower(u.Scheme)]
 	registryMu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q: unknown scheme %q (registered: %s; forgot to import the store package?)",
-			ErrInvalidURL, rawURL, u.Scheme, strings.Join(Schemes(), ", "))
+			ErrInvalidURL, u.Redacted(), u.Scheme, strings.Join(Schemes(), ", "))
 	}
 	return opener(ctx, u)
 }

@@ -130,7 +130,10 @@
 // Storage, ListSavepoints and DeleteSavepoint manage them, and
 // CopySavepoint streams one to another Blobstore (another bucket, region,
 // or a filesystem) verifying every digest on the way. A label is a single
-// key segment (ValidateLabel).
+// key segment (ValidateLabel). CreateSavepoint and CopySavepoint replace a
+// savepoint of the label; CreateNewSavepoint and CopyNewSavepoint write
+// with PutIfAbsent and fail with ErrSavepointExists instead, changing
+// nothing, and a new label must pass the stricter ValidateNewLabel.
 //
 // # Errors
 //

@@ -76,6 +76,12 @@ func CreateSavepoint(ctx context.Context, src Storage, bs Blobstore, label strin
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: create savepoint: %w", err)
 	}
+	return createSavepoint(ctx, src, bs, label, putReplacing)
+}
+
+// createSavepoint is CreateSavepoint for a validated label, writing with
+// put (putReplacing or putIfAbsent).
+func createSavepoint(ctx context.Context, src Storage, bs Blobstore, label string, put putFunc) (string, error) {
 	cp, err := src.LoadLatestCompleted(ctx)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, err)
@@ -92,7 +98,7 @@ func CreateSavepoint(ctx context.Context, src Storage, bs Blobstore, label strin
 		pw.CloseWithError(err)
 		werr <- err
 	}()
-	perr := bs.Put(ctx, SavepointKey(label), pr)
+	perr := put(ctx, bs, SavepointKey(label), pr)
 	// If Put stopped reading early, unblock the archive writer.
 	pr.CloseWithError(errors.New("checkpoint: savepoint upload ended"))
 	aerr := <-werr
@@ -170,6 +176,11 @@ func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error 
 	if err := ValidateLabel(label); err != nil {
 		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
 	}
+	return copySavepoint(ctx, src, dst, label, putReplacing)
+}
+
+// copySavepoint is CopySavepoint for a validated label, writing with put.
+func copySavepoint(ctx context.Context, src, dst Blobstore, label string, put putFunc) error {
 	key := SavepointKey(label)
 	rc, err := resumingReads(src).Get(ctx, key)
 	if err != nil {
@@ -190,7 +201,7 @@ func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error 
 		done <- err
 	}()
 	vr := &verifyingReader{src: rc, pw: pw, done: done}
-	perr := dst.Put(ctx, key, vr)
+	perr := put(ctx, dst, key, vr)
 	// If Put stopped reading early, stop the verifier too.
 	pw.CloseWithError(errors.New("checkpoint: savepoint copy ended"))
 	verr := vr.result()

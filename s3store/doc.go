@@ -18,7 +18,13 @@
 // (-1: until the operation timeout), and the durations (Go syntax: 500ms,
 // 30s, 2m; "none" for no limit) max_backoff, attempt_timeout,
 // idle_timeout and operation_timeout (see Options for each, and below).
-// Unknown parameters are an error, so a typo is not silently ignored.
+// Unknown parameters are an error, so a typo is not silently ignored, and
+// so is every value New or the first request would refuse: endpoint must
+// be an http or https URL with a host, part_size within 5MiB–5GiB,
+// concurrency and max_attempts positive (max_attempts -1 needs an
+// operation timeout), durations positive. Such an error wraps
+// blobstore.ErrInvalidURL, names the parameter and the values it takes,
+// and comes from blobstore.Open, before any request.
 // Credentials never go in the URL: a URL with user information is refused.
 //
 // # Uploads

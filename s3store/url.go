@@ -2,11 +2,11 @@ package s3store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
@@ -31,8 +31,8 @@ func init() {
 func OptionsFromURL(u *url.URL) (Options, error) {
 	var o Options
 	fail := func(format string, args ...any) (Options, error) {
-		// u.Redacted hides a password, should someone have put one in.
-		return Options{}, fmt.Errorf("%w %s: %w", blobstore.ErrInvalidURL, u.Redacted(), fmt.Errorf(format, args...))
+		// redacted hides a password, should someone have put one in.
+		return Options{}, fmt.Errorf("%w %s: %w", blobstore.ErrInvalidURL, redacted(u), fmt.Errorf(format, args...))
 	}
 	if u.Scheme != Scheme {
 		return fail("scheme %q, want %q", u.Scheme, Scheme)
@@ -42,6 +42,9 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 	}
 	if u.Host == "" {
 		return fail("no bucket (want s3://bucket/prefix)")
+	}
+	if u.Port() != "" || strings.Contains(u.Host, ":") {
+		return fail("bucket %q has a port; the endpoint goes in ?endpoint=http://host:port", u.Host)
 	}
 	o.Bucket = u.Host
 	o.Prefix = strings.Trim(u.Path, "/")
@@ -53,29 +56,35 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 		var err error
 		switch name {
 		case "region":
-			o.Region = v
+			o.Region, err = parseRegion(v)
 		case "endpoint":
-			o.Endpoint = v
+			o.Endpoint, err = parseEndpoint(v)
+			if e, perr := url.Parse(v); perr == nil && e.User != nil {
+				v = e.Redacted() // the message must not show the password
+			}
 		case "path_style":
-			o.PathStyle, err = strconv.ParseBool(v)
+			o.PathStyle, err = parseBool(v)
 		case "part_size":
-			o.PartSize, err = parseSize(v)
+			o.PartSize, err = parsePartSize(v)
 		case "concurrency":
-			o.Concurrency, err = strconv.Atoi(v)
+			o.Concurrency, err = parseConcurrency(v)
 		case "max_attempts":
-			o.MaxAttempts, err = strconv.Atoi(v)
+			o.MaxAttempts, err = parseMaxAttempts(v)
 		case "max_backoff":
-			o.MaxBackoff, err = parseDuration(v)
+			o.MaxBackoff, err = parseBackoff(v)
 		case "attempt_timeout":
-			o.AttemptTimeout, err = parseDuration(v)
+			o.AttemptTimeout, err = parseTimeout(v)
 		case "idle_timeout":
-			o.IdleTimeout, err = parseDuration(v)
+			o.IdleTimeout, err = parseTimeout(v)
 		case "operation_timeout":
-			o.OperationTimeout, err = parseDuration(v)
+			o.OperationTimeout, err = parseTimeout(v)
 		case "sse":
-			o.SSE = v
+			o.SSE, err = parseSSE(v)
 		case "sse_kms_key_id":
 			o.SSEKMSKeyID = v
+			if v == "" {
+				err = errors.New("want a KMS key id or ARN (leave the parameter out for the account's default key)")
+			}
 		case "checksum":
 			switch v {
 			case "when_supported":
@@ -85,10 +94,22 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 				err = fmt.Errorf("want when_supported or when_required")
 			}
 		default:
-			return fail("unknown parameter %q", name)
+			return fail("unknown parameter %q (s3 URLs take %s)", name, strings.Join(urlParams, ", "))
 		}
 		if err != nil {
 			return fail("parameter %s=%q: %v", name, v, err)
+		}
+	}
+	// Combinations New would refuse.
+	if o.SSEKMSKeyID != "" && o.SSE != "aws:kms" {
+		return fail("parameter sse_kms_key_id needs sse=aws:kms")
+	}
+	if o.MaxAttempts < 0 && o.OperationTimeout < 0 {
+		return fail("max_attempts=-1 needs an operation_timeout (a duration, not none)")
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		if err := blobstore.ValidateKey(p); err != nil {
+			return fail("prefix: %v", err)
 		}
 	}
 	return o, nil
@@ -113,15 +134,23 @@ func parseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// parseDuration parses a Go duration ("500ms", "30s", "2m"); "none"
-// turns the timeout off (a negative duration in Options).
-func parseDuration(v string) (time.Duration, error) {
-	if v == "none" {
-		return -1, nil
+// urlParams are the parameters OptionsFromURL takes.
+var urlParams = []string{"region", "endpoint", "path_style", "part_size", "concurrency", "sse", "sse_kms_key_id",
+	"checksum", "max_attempts", "max_backoff", "attempt_timeout", "idle_timeout", "operation_timeout"}
+
+// redacted returns u as a string with the password of its user
+// information, and of its endpoint parameter's, replaced by "xxxxx".
+func redacted(u *url.URL) string {
+	q := u.Query()
+	e, err := url.Parse(q.Get("endpoint"))
+	if err != nil || e.User == nil {
+		return u.Redacted()
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("want a duration like 500ms, 30s or 2m, or none")
+	if _, has := e.User.Password(); has {
+		e.User = url.UserPassword(e.User.Username(), "xxxxx")
 	}
-	return d, nil
+	q.Set("endpoint", e.String())
+	c := *u
+	c.RawQuery = q.Encode()
+	return c.Redacted()
 }

@@ -57,8 +57,8 @@ func TestOptionsFromURL(t *testing.T) {
 		{"s3://b?region=eu-west-1&sse=aws:kms&sse_kms_key_id=key&max_attempts=9&part_size=16777216",
 			Options{Bucket: "b", Region: "eu-west-1", SSE: "aws:kms", SSEKMSKeyID: "key", MaxAttempts: 9, PartSize: 16 << 20}},
 		{"s3://b?part_size=1GiB&path_style=1&checksum=when_supported", Options{Bucket: "b", PartSize: 1 << 30, PathStyle: true}},
-		{"s3://b?attempt_timeout=500ms&idle_timeout=1m&operation_timeout=none&max_backoff=2s&max_attempts=-1",
-			Options{Bucket: "b", AttemptTimeout: 500 * time.Millisecond, IdleTimeout: time.Minute, OperationTimeout: -1, MaxBackoff: 2 * time.Second, MaxAttempts: -1}},
+		{"s3://b?attempt_timeout=500ms&idle_timeout=none&operation_timeout=45s&max_backoff=2s&max_attempts=-1",
+			Options{Bucket: "b", AttemptTimeout: 500 * time.Millisecond, IdleTimeout: -1, OperationTimeout: 45 * time.Second, MaxBackoff: 2 * time.Second, MaxAttempts: -1}},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			u, _ := url.Parse(tc.url)

@@ -65,9 +65,8 @@ func rideThrough(storeURL string, d time.Duration) (string, error) {
 	if q.Has("max_attempts") || q.Has("operation_timeout") {
 		return storeURL, nil
 	}
-	q.Set("max_attempts", "-1")
-	q.Set("operation_timeout", (d * 3 / 2).String())
-	u.RawQuery = q.Encode()
+	withParam(u, "max_attempts", "-1")
+	withParam(u, "operation_timeout", (d * 3 / 2).String())
 	return u.String(), nil
 }
 
@@ -186,7 +185,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	raw, err := blobstore.Open(ctx, openURL)
+	raw, err := openStoreURL(ctx, storeURL, openURL)
 	if err != nil {
 		return err
 	}

@@ -39,8 +39,8 @@ gc --confirm deletes. It takes the writer role, which fences a job running on th
 store: run it when the job is stopped (the demo job garbage-collects by itself).
 It refuses a store whose endpoint ignores conditional writes (see tidemark probe)
 and a prefix that holds other data and no Tidemark mark, such as a bucket root.`,
-		Example: `  tidemark gc                      # what would be deleted, and why
-  tidemark gc --confirm --keep 5
+		Example: `  tidemark gc --keep 5             # what keeping 5 would delete, and why
+  tidemark gc --keep 5 --confirm   # delete what that listed
   tidemark gc --output json | jq '.report.deletions[].key'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

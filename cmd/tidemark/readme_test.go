@@ -94,6 +94,7 @@ func TestReadmeCommandsRunAsWritten(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	vars := map[string]string{"PWD": dir}
+	gcPlan := ""
 	for _, line := range cmds {
 		w := words(line, vars)
 		switch {
@@ -130,6 +131,15 @@ func TestReadmeCommandsRunAsWritten(t *testing.T) {
 		if strings.Contains(line, " demo") && !strings.Contains(out, "exactly-once: OK") {
 			t.Fatalf("README command %q did not end exactly-once OK:\n%s", line, out)
 		}
+		// The gc dry run lists what the --confirm run with the same flags
+		// then deletes, as the README's comments say.
+		if w[1] == "gc" {
+			if plan, ok := strings.CutPrefix(gcSummary(out), "would delete "); ok {
+				gcPlan = plan
+			} else if done, ok := strings.CutPrefix(gcSummary(out), "deleted "); !ok || gcPlan == "" || done != gcPlan {
+				t.Fatalf("README's gc --confirm deleted %q, not what its dry run listed (%q)", done, gcPlan)
+			}
+		}
 		if strings.Contains(line, "--dir .tidemark-node2") && !strings.Contains(errOut, "resumed from checkpoint") {
 			t.Fatalf("README's fresh node %q did not resume from the crashed job's checkpoint:\n%s", line, errOut)
 		}
@@ -149,4 +159,17 @@ func tmEnv(t *testing.T, vars map[string]string, args ...string) (string, string
 		getenv: func(k string) string { return vars[k] },
 	})
 	return out.String(), errb.String(), code
+}
+
+// gcSummary returns what gc's output says it deleted or would delete
+// ("would delete 1 checkpoints [ckpt-…], 11 objects (10.4 KiB), …"), "" if
+// it says neither.
+func gcSummary(out string) string {
+	for line := range strings.Lines(out) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "gc: "); ok &&
+			(strings.HasPrefix(rest, "would delete ") || strings.HasPrefix(rest, "deleted ")) {
+			return rest
+		}
+	}
+	return ""
 }

@@ -179,7 +179,7 @@ func (a *app) openStore(ctx context.Context) (blobstore.Blobstore, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	bs, err := blobstore.Open(ctx, u)
+	bs, err := openStoreURL(ctx, u, u)
 	if err != nil {
 		return nil, "", err
 	}
@@ -211,7 +211,7 @@ func (a *app) openReader(ctx context.Context) (blobstore.Blobstore, *blobstorage
 	if err != nil {
 		return nil, nil, err
 	}
-	bs, err := blobstore.Open(ctx, mustExist(u))
+	bs, err := openStoreURL(ctx, u, mustExist(u))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,9 +225,7 @@ func mustExist(storeURL string) string {
 	if err != nil || u.Scheme != "file" || u.Query().Has("must_exist") {
 		return storeURL
 	}
-	q := u.Query()
-	q.Set("must_exist", "true")
-	u.RawQuery = q.Encode()
+	withParam(u, "must_exist", "true")
 	return u.String()
 }
 

@@ -13,24 +13,29 @@ import (
 )
 
 func (a *app) savepointCpCmd() *cobra.Command {
-	return &cobra.Command{
+	var replace bool
+	cmd := &cobra.Command{
 		Use:   "cp LABEL SRC_URL DST_URL",
 		Short: "Copy savepoint LABEL from one store to another, verifying it",
 		Long: `cp streams savepoints/LABEL from the store SRC_URL to the store DST_URL (another
 bucket, region, or a directory) without a local copy, checking the archive's
 manifest, every file's size and SHA-256 on the way. A damaged savepoint is not
-copied (nothing appears in DST) and the exit code is 3.`,
+copied (nothing appears in DST) and the exit code is 3.
+
+If DST holds a savepoint LABEL already, cp refuses and leaves it as it was (the
+copy is written only if the label is free in DST); --replace replaces it.`,
 		Example: `  tidemark savepoint cp v1 file://$PWD/.tidemark/store 's3://dr-bucket/wordcount?region=eu-west-2'
-  tidemark savepoint cp v1 s3://prod/job s3://backup/job --output json`,
+  tidemark savepoint cp v1 s3://prod/job s3://backup/job --output json
+  tidemark savepoint cp nightly s3://prod/job s3://backup/job --replace`,
 		Args: labelArgs("LABEL", "SRC_URL", "DST_URL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label, srcURL, dstURL := args[0], args[1], args[2]
-			src, err := blobstore.Open(ctx, srcURL)
+			src, err := openStoreURL(ctx, srcURL, srcURL)
 			if err != nil {
 				return err
 			}
-			dst, err := blobstore.Open(ctx, dstURL)
+			dst, err := openStoreURL(ctx, dstURL, dstURL)
 			if err != nil {
 				return err
 			}
@@ -41,10 +46,22 @@ copied (nothing appears in DST) and the exit code is 3.`,
 			if err != nil {
 				return err
 			}
+			if !replace {
+				if err := refuseExisting(ctx, dst, label, dstURL); err != nil {
+					return err
+				}
+			}
 			start := time.Now()
 			p := a.newProgress("copy "+label, info.Size)
-			err = checkpoint.CopySavepoint(ctx, p.observed(src), dst, label)
+			cp := checkpoint.CopyNewSavepoint
+			if replace {
+				cp = checkpoint.CopySavepoint
+			}
+			err = cp(ctx, p.observed(src), dst, label)
 			p.done()
+			if errors.Is(err, checkpoint.ErrSavepointExists) {
+				return existsError(ctx, dst, label, dstURL, err) // created meanwhile
+			}
 			if err != nil {
 				return verifyFailed(err)
 			}
@@ -57,4 +74,6 @@ copied (nothing appears in DST) and the exit code is 3.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&replace, "replace", false, "replace a savepoint of that label in DST_URL")
+	return cmd
 }

@@ -48,7 +48,7 @@ restore changes nothing.`,
 			}
 			src := bs
 			if from != "" {
-				if src, err = blobstore.Open(ctx, from); err != nil {
+				if src, err = openStoreURL(ctx, from, from); err != nil {
 					return err
 				}
 			}
