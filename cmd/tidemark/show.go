@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -78,6 +79,7 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 			a.emit(map[string]any{
 				"checkpoint": ci, "txn_id": rec.TxnID, "offsets": offsets,
 				"operators": operators, "state_dirs": rec.StateDirs, "files": rec.Files,
+				"workers": rec.Workers, "remote": rec.Remote,
 			}, func(w io.Writer) {
 				fmt.Fprintf(w, "checkpoint  %s\nstatus      %s\ntimestamp   %s (%s ago)\nepoch       %d\ntxn id      %s\n",
 					ci.ID, ci.Status, ci.Timestamp.Format(time.RFC3339), ci.Age, ci.Epoch, rec.TxnID)
@@ -86,6 +88,12 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 					fmt.Fprintf(w, "operator    %s = %s\n", k, operators[k])
 				}
 				fmt.Fprintf(w, "state       %s, %s (%s new in this checkpoint)\n", plural(ci.Files, "file"), humanBytes(ci.Size), humanBytes(ci.New))
+				if len(rec.Workers) > 0 {
+					fmt.Fprintf(w, "workers     %s\n", describeWorkers(rec.Workers))
+				}
+				if n, size := remoteTotal(rec.Remote); n > 0 {
+					fmt.Fprintf(w, "remote      %s, %s in the store, referenced, not uploaded (--output json lists them)\n", plural(n, "object"), humanBytes(size))
+				}
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "OWNER\tFILE\tSIZE\tSHA256\tKEY")
 				for _, owner := range slices.Sorted(maps.Keys(rec.Files)) {
@@ -98,4 +106,29 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 			return nil
 		},
 	}
+}
+
+// describeWorkers says which worker saved which owners: "2 workers:
+// w1 (a, b), w2 (c)".
+func describeWorkers(assign map[string]string) string {
+	byWorker := map[string][]string{}
+	for owner, w := range assign {
+		byWorker[w] = append(byWorker[w], owner)
+	}
+	var parts []string
+	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
+		parts = append(parts, fmt.Sprintf("%s (%s)", w, strings.Join(slices.Sorted(slices.Values(byWorker[w])), ", ")))
+	}
+	return plural(len(byWorker), "worker") + ": " + strings.Join(parts, ", ")
+}
+
+// remoteTotal counts the remote objects of a record and their bytes.
+func remoteTotal(remote map[string][]blobstorage.RemoteRef) (n int, size int64) {
+	for _, refs := range remote {
+		for _, r := range refs {
+			n++
+			size += r.Size
+		}
+	}
+	return n, size
 }

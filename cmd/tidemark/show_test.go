@@ -42,3 +42,47 @@ func TestShowOfAMalformedIDIsAUsageError(t *testing.T) {
 		t.Errorf("show of a missing id: exit %d, want %d, naming the id once:\n%s", code, exitError, errOut)
 	}
 }
+
+// show names the workers a checkpoint's parts came from and the remote
+// objects it references, in text and JSON.
+func TestShowNamesWorkersAndRemoteObjects(t *testing.T) {
+	t.Run("workers", func(t *testing.T) {
+		store := fileURL(t.TempDir())
+		must(t, "", demoArgs(t.TempDir(), store, "--workers", "2")...)
+		var show struct {
+			Workers map[string]string `json:"workers"`
+		}
+		mustJSON(t, store, &show, "show", "latest")
+		ids := map[string]int{}
+		for _, w := range show.Workers {
+			ids[w]++
+		}
+		if len(show.Workers) != 8 || len(ids) != 2 {
+			t.Fatalf("show --output json: workers %v, want 8 owners over 2 workers", show.Workers)
+		}
+		text := must(t, store, "show", "latest")
+		for w := range ids {
+			if !strings.Contains(text, "workers     2 workers: ") || !strings.Contains(text, w+" (") {
+				t.Fatalf("show text does not name worker %s:\n%s", w, text)
+			}
+		}
+	})
+	t.Run("remote", func(t *testing.T) {
+		store := fileURL(t.TempDir())
+		must(t, "", demoArgs(t.TempDir(), store, "--remote-state")...)
+		var show struct {
+			Remote map[string][]blobstorage.RemoteRef `json:"remote"`
+		}
+		mustJSON(t, store, &show, "show", "latest")
+		n := 0
+		for _, refs := range show.Remote {
+			n += len(refs)
+		}
+		if n == 0 {
+			t.Fatalf("show --output json of a remote-state checkpoint lists no remote objects: %+v", show)
+		}
+		if text := must(t, store, "show", "latest"); !strings.Contains(text, "remote      "+plural(n, "object")+", ") {
+			t.Fatalf("show text does not count the %d remote objects:\n%s", n, text)
+		}
+	})
+}
