@@ -262,10 +262,20 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	}
 	res, err := demo.Run(demofault.With(ctx, faults), cfg)
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
-	summary := map[string]any{
+	summary := demoSummary(storeURL, f.dir, res, upBytes, upObjects, start)
+	summary["remote_state"] = f.remoteState
+	return a.finishDemo(ctx, res, err, summary, say, func() {
+		say("done in %s: %s this run, %s uploaded in %s",
+			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), humanBytes(upBytes), plural(upObjects, "object"))
+	})
+}
+
+// demoSummary is what the JSON summary of every demo run holds; the
+// caller adds what its kind of run has.
+func demoSummary(storeURL, dir string, res demo.Result, upBytes, upObjects int64, start time.Time) map[string]any {
+	return map[string]any{
 		"store":            storeURL,
-		"remote_state":     f.remoteState,
-		"dir":              f.dir,
+		"dir":              dir,
 		"action":           res.Action.String(),
 		"restored":         res.RestoredID,
 		"abandoned":        res.Abandoned,
@@ -277,6 +287,12 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		"uploaded_objects": upObjects,
 		"seconds":          time.Since(start).Seconds(),
 	}
+}
+
+// finishDemo reports how a demo run ended: the exactly-once check (text,
+// or JSON with summary), then done; an interruption once; a fenced run
+// with what to do.
+func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summary map[string]any, say func(string, ...any), done func()) error {
 	switch {
 	case err == nil || errors.Is(err, demo.ErrNotExactlyOnce):
 		summary["exactly_once"] = res.Check.OK()
@@ -293,8 +309,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if err != nil {
 			return fmt.Errorf("demo: %w", errVerify)
 		}
-		say("done in %s: %s this run, %s uploaded in %s",
-			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), humanBytes(upBytes), plural(upObjects, "object"))
+		done()
 		return nil
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",

@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/demo"
 	"github.com/tidemark-io/tidemark/internal/demofault"
 )
@@ -162,47 +161,12 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 	}
 	res, err := demo.RunWorkers(demofault.With(ctx, faults), wc)
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
-	summary := map[string]any{
-		"store":            storeURL,
-		"dir":              f.dir,
-		"workers":          w.workers,
-		"replaced":         res.Replaced,
-		"assignment":       res.Assignment,
-		"action":           res.Action.String(),
-		"restored":         res.RestoredID,
-		"abandoned":        res.Abandoned,
-		"start_offset":     res.StartOffset,
-		"end_offset":       res.EndOffset,
-		"checkpoints":      res.Checkpoints,
-		"last_checkpoint":  res.LastID,
-		"uploaded_bytes":   upBytes,
-		"uploaded_objects": upObjects,
-		"seconds":          time.Since(start).Seconds(),
-	}
-	switch {
-	case err == nil || errors.Is(err, demo.ErrNotExactlyOnce):
-		summary["exactly_once"] = res.Check.OK()
-		summary["records"] = res.Check.Records
-		summary["words"] = res.Check.Words
-		summary["transactions"] = res.Check.Transactions
-		summary["output_from"] = res.Check.Base.Offset
-		summary["output_from_savepoint"] = res.Check.Base.Checkpoint
-		summary["check"] = res.Check.String()
-		a.emit(summary, func(w io.Writer) { fmt.Fprintln(w, res.Check.String()) })
-		if err != nil {
-			return fmt.Errorf("demo: %w", errVerify)
-		}
+	summary := demoSummary(storeURL, f.dir, res.Result, upBytes, upObjects, start)
+	summary["workers"], summary["replaced"], summary["assignment"] = w.workers, res.Replaced, res.Assignment
+	return a.finishDemo(ctx, res.Result, err, summary, say, func() {
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
-		return nil
-	case ctx.Err() != nil:
-		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
-			res.EndOffset, orNone(res.LastID))
-		return errInterrupted
-	case errors.Is(err, checkpoint.ErrFenced):
-		return fmt.Errorf("%w (another process took over this store's job: stop one of them)", err)
-	}
-	return err
+	})
 }
 
 // syncWriter serializes the writes of the coordinator and its children.
