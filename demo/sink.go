@@ -432,10 +432,16 @@ func (s *Sink) Output(ctx context.Context) (Output, error) {
 			return Output{}, fmt.Errorf("demo: sink output: %w", err)
 		}
 		id := strings.TrimPrefix(info.Key, OutPrefix)
-		out.LastID = max(out.LastID, id)
-		if err := s.addCommitted(ctx, id, &out); err != nil {
+		if err := s.addCommitted(ctx, id, &out); errors.Is(err, blobstore.ErrNotFound) {
+			// Listed but not there to read: removed since the listing,
+			// or a write the store never completed (MinIO below its
+			// write quorum leaves such an object listed, unreadable,
+			// until it heals). No reader can see it: it holds no output.
+			continue
+		} else if err != nil {
 			return Output{}, fmt.Errorf("demo: sink output: %w", err)
 		}
+		out.LastID = max(out.LastID, id)
 	}
 	for info, err := range s.bs.List(ctx, StagedPrefix) {
 		if err != nil {

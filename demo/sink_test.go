@@ -1,8 +1,11 @@
 package demo
 
 import (
+	"context"
 	"errors"
+	"iter"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
@@ -210,5 +213,45 @@ func TestSinkCommitAfterANewerWriterDecidedIsFenced(t *testing.T) {
 	}
 	if err := zombie.Commit(ctx, id2); !errors.Is(err, ErrTxnAborted) || errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("commit after its own abort: %v, want ErrTxnAborted without ErrFenced", err)
+	}
+}
+
+// danglingStore lists one more key than it can read: the state MinIO
+// leaves an object in whose write failed below its write quorum.
+type danglingStore struct {
+	blobstore.Blobstore
+	key string
+}
+
+func (d danglingStore) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
+	return func(yield func(blobstore.ObjectInfo, error) bool) {
+		for info, err := range d.Blobstore.List(ctx, prefix) {
+			if !yield(info, err) {
+				return
+			}
+		}
+		if strings.HasPrefix(d.key, prefix) {
+			yield(blobstore.ObjectInfo{Key: d.key, Size: 1}, nil)
+		}
+	}
+}
+
+// TestSinkOutputSkipsAnObjectListedButNotReadable: the committed output
+// is what a reader can read; a listed key whose Get finds nothing (a
+// write the store never completed, or a delete since the listing) is not
+// output and not an error.
+func TestSinkOutputSkipsAnObjectListedButNotReadable(t *testing.T) {
+	ctx := t.Context()
+	s, bs := newFileSink(t)
+	if err := s.Stage(ctx, id1, map[string]uint64{"a": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, id1); err != nil {
+		t.Fatal(err)
+	}
+	want := output(t, s)
+	got := output(t, NewSink(danglingStore{bs, OutPrefix + id2}))
+	if !maps.Equal(got.Counts, want.Counts) || got.Committed != want.Committed || got.Aborted != want.Aborted || got.LastID != want.LastID {
+		t.Fatalf("output with an unreadable listed object = %+v, want %+v", got, want)
 	}
 }
