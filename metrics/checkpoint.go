@@ -128,34 +128,38 @@ func result(err error) string {
 // too: they were uploaded (or found) all the same, and they are what the
 // store was asked to do. The last-completed time moves only for a save
 // that completed the checkpoint without error.
+//
+// The duration is observed last: a scrape is not atomic across families,
+// so one that sees a save counted (its duration's _count) must also see
+// everything else that save recorded.
 func (m *CheckpointMetrics) Saved(s blobstorage.SaveStats) {
-	m.saveDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
-	m.requests.Observe(float64(s.Requests))
+	if s.Completed && s.Err == nil {
+		m.lastCompleted.Set(float64(m.now().UnixNano()) / 1e9)
+	}
 	add(m.uploadedFiles, int64(s.UploadedFiles))
 	add(m.uploadedBytes, s.UploadedBytes)
 	add(m.reusedFiles, int64(s.ReusedFiles))
 	add(m.reusedBytes, s.ReusedBytes)
-	if s.Completed && s.Err == nil {
-		m.lastCompleted.Set(float64(m.now().UnixNano()) / 1e9)
-	}
+	m.requests.Observe(float64(s.Requests))
+	m.saveDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 }
 
 // Restored records a restore; its files and bytes are counted whatever
 // its result, as Saved counts a save's.
 func (m *CheckpointMetrics) Restored(s blobstorage.RestoreStats) {
-	m.restoreDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 	add(m.restoredFiles, int64(s.Files))
 	add(m.restoredBytes, s.Bytes)
+	m.restoreDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 }
 
 // Collected records a garbage collection, counting what it deleted even
 // when it failed part way.
 func (m *CheckpointMetrics) Collected(s blobstorage.GCStats) {
-	m.gcDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 	add(m.gcDeleted, int64(s.Deleted))
 	add(m.gcDeletedBytes, s.DeletedBytes)
 	add(m.gcAbortedUploads, int64(s.AbortedUploads))
 	add(m.gcExpired, int64(s.ExpiredPins))
+	m.gcDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 }
 
 // Fenced records that this writer was fenced by a newer epoch.

@@ -175,6 +175,28 @@ func TestCheckpointLastCompletedIsNow(t *testing.T) {
 	}
 }
 
+// A scrape is not atomic across families: one that sees a save counted
+// must see its completion time too (the demo's metrics test scraped a
+// counted save with the time still 0). The time is set before the save's
+// duration is observed; m.now runs at that moment and sees no save yet.
+func TestCheckpointLastCompletedIsSetBeforeTheSaveIsCounted(t *testing.T) {
+	m, reg := newCheckpointMetrics(t)
+	var counted uint64
+	m.now = func() time.Time {
+		f := gather(t, reg)
+		counted = f.get(t, "tidemark_checkpoint_save_duration_seconds", histogram, success).count +
+			f.get(t, "tidemark_checkpoint_save_requests", histogram, "").count
+		return time.Now()
+	}
+	m.Saved(blobstorage.SaveStats{Completed: true, Requests: 3})
+	if counted != 0 {
+		t.Errorf("the save was counted (%d observations) before its completion time was set", counted)
+	}
+	if c := gather(t, reg).get(t, "tidemark_checkpoint_save_duration_seconds", histogram, success).count; c != 1 {
+		t.Errorf("save count = %d, want 1", c)
+	}
+}
+
 func TestCheckpointRegisterConflict(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	if _, err := NewCheckpointMetrics(reg); err != nil {
