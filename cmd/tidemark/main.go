@@ -72,7 +72,15 @@ func main() {
 // 143 for SIGTERM), as shells report.
 type signalError struct{ sig os.Signal }
 
-func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+func (e signalError) Error() string {
+	switch e.sig {
+	case syscall.SIGINT:
+		return "interrupted (SIGINT, Ctrl-C)"
+	case syscall.SIGTERM:
+		return "interrupted (SIGTERM)"
+	}
+	return "interrupted by " + e.sig.String()
+}
 
 // signalContext returns a context cancelled, with a signalError cause, by
 // the first of sigs; stop releases the signals.
@@ -137,6 +145,12 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 	if a.cmdCtx != nil && errors.Is(context.Cause(a.cmdCtx), errTimedOut) && !strings.Contains(err.Error(), errTimedOut.Error()) {
 		err = fmt.Errorf("%w: %w", context.Cause(a.cmdCtx), err)
+	}
+	// A signal cancels the command's context: say so, rather than leave
+	// the user with a bare "context canceled" from deep in the call.
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) && errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), se.Error()) && !errors.As(err, new(quietError)) {
+		err = fmt.Errorf("%w: %w", se, err)
 	}
 	code := exitCode(ctx, err)
 	// a.output holds --output as far as the command line was parsed.

@@ -160,6 +160,29 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// A command a signal stops says it was interrupted, not a bare "context
+// canceled" from deep in the call, and exits 128 + the signal.
+func TestInterruptedCommandSaysSo(t *testing.T) {
+	store := ranDemo(t)
+	for _, args := range [][]string{{"verify", "latest-completed"}, {"savepoint", "create", "sp1"}, {"ls"}} {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(signalError{syscall.SIGINT})
+		var out, errb bytes.Buffer
+		code := run(ctx, args, env{stdout: &out, stderr: &errb, getenv: func(k string) string {
+			if k == storeEnv {
+				return store
+			}
+			return ""
+		}})
+		if code != exitInterrupted || !strings.Contains(errb.String(), "interrupted (SIGINT, Ctrl-C): ") {
+			t.Errorf("tidemark %s, interrupted: exit %d, want %d saying it was interrupted\n%s", strings.Join(args, " "), code, exitInterrupted, errb.String())
+		}
+	}
+	if _, _, code := tm(t, store, "savepoint", "ls"); code != exitOK {
+		t.Errorf("savepoint ls after the interrupted commands: exit %d", code)
+	}
+}
+
 // A mistyped command gets cobra's "did you mean" suggestion.
 func TestMistypedCommandsGetSuggestions(t *testing.T) {
 	_, errOut, code := tm(t, "", "verfy")
