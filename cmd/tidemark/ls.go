@@ -26,10 +26,12 @@ type checkpointInfo struct {
 	Files     int               `json:"files"`
 	// Size is the checkpoint's total state size; New is the part first
 	// uploaded by this checkpoint (the rest is shared with older ones).
-	Size   int64  `json:"size"`
-	New    int64  `json:"new_bytes"`
-	Latest string `json:"latest,omitempty"` // "latest", "latest-completed" or both
-	Error  string `json:"error,omitempty"`  // a record that could not be read
+	Size int64 `json:"size"`
+	New  int64 `json:"new_bytes"`
+	// Pointers names the pointers at this checkpoint: "latest",
+	// "latest-completed", both or none.
+	Pointers []string `json:"pointers,omitempty"`
+	Error    string   `json:"error,omitempty"` // a record that could not be read
 }
 
 type savepointInfo struct {
@@ -141,7 +143,7 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 				if id == completed {
 					marks = append(marks, "latest-completed")
 				}
-				ci.Latest = strings.Join(marks, ",")
+				ci.Pointers = marks
 				cps = append(cps, ci)
 			}
 			sps, err := listSavepoints(ctx, bs, now)
@@ -160,7 +162,7 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 							continue
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.ID, c.Status, c.Epoch, c.Files,
-							humanBytes(c.Size), humanBytes(c.New), c.Age, c.Latest)
+							humanBytes(c.Size), humanBytes(c.New), c.Age, strings.Join(c.Pointers, ","))
 					}
 				}
 				fmt.Fprintln(tw)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,8 +22,17 @@ func TestLsListsCheckpointsWithPointersAndSavepoints(t *testing.T) {
 		t.Fatalf("ls: %+v, want checkpoints and savepoint v1", ls)
 	}
 	last := ls.Checkpoints[len(ls.Checkpoints)-1]
-	if last.Latest != "latest,latest-completed" || last.Status != checkpoint.StatusCompleted || last.Size == 0 || last.Files == 0 {
+	if !slices.Equal(last.Pointers, []string{"latest", "latest-completed"}) || last.Status != checkpoint.StatusCompleted || last.Size == 0 || last.Files == 0 {
 		t.Fatalf("newest checkpoint %+v: want completed, both pointers, files", last)
+	}
+	// Scripts read the pointers as a JSON array, not a joined string.
+	var raw struct {
+		Checkpoints []map[string]json.RawMessage `json:"checkpoints"`
+	}
+	mustJSON(t, store, &raw, "ls")
+	var ptrs []string
+	if err := json.Unmarshal(raw.Checkpoints[len(raw.Checkpoints)-1]["pointers"], &ptrs); err != nil || len(ptrs) != 2 {
+		t.Errorf(`ls --output json: "pointers" = %s (%v), want an array of the two pointers`, raw.Checkpoints[len(raw.Checkpoints)-1]["pointers"], err)
 	}
 	text := must(t, store, "ls")
 	for _, want := range []string{"CHECKPOINT", last.ID, "latest-completed", "SAVEPOINT", "v1"} {
