@@ -20,6 +20,14 @@ type Observer interface {
 	Fenced(epoch uint64)
 }
 
+// PartObserver is an Observer that also hears of every Worker.SavePart
+// (package metrics' CheckpointMetrics is one). A worker's restores reach
+// any Observer as Restored; its parts reach only a PartObserver.
+type PartObserver interface {
+	Observer
+	SavedPart(PartStats)
+}
+
 // SaveStats describes one Save, or an UpdateStatus (the second step of
 // the two-phase protocol, which rewrites the record and moves the
 // pointers: no files).

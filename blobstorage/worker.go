@@ -62,6 +62,9 @@ type PartStats struct {
 	// Requests is the number of object store requests it made.
 	Requests int
 	Duration time.Duration
+	// Err is the error SavePart returned (nil when it succeeded). It is
+	// set only in what a PartObserver hears.
+	Err error
 }
 
 // Worker saves and restores the state of the owners one process of a job
@@ -84,7 +87,8 @@ type Worker struct {
 // the same store bs as the job's Storage (prefixed the same way). opts
 // are a Storage's: Concurrency, Grace (the worker re-checks a remembered
 // upload older than Grace/2 before it reuses it), PinTTL, Classify and
-// Observer (which hears of restores) apply. It does no I/O.
+// Observer (which hears of restores, and of every SavePart that got past
+// its argument checks if it is a PartObserver) apply. It does no I/O.
 func NewWorker(bs blobstore.Blobstore, localDir, workerID string, opts Options) (*Worker, error) {
 	if err := ValidateWorkerID(workerID); err != nil {
 		return nil, fmt.Errorf("blobstorage: new worker: %w", err)
@@ -146,6 +150,11 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 	defer func() {
 		st.UploadedFiles, st.UploadedBytes, st.ReusedFiles, st.ReusedBytes = tally(files)
 		st.Duration, st.Requests = time.Since(start), int(s.requests.n.Load()-requests)
+		if po, ok := s.opts.Observer.(PartObserver); ok {
+			heard := st
+			heard.Err = err
+			po.SavedPart(heard)
+		}
 	}()
 	if w.epoch != 0 && w.epoch != epoch {
 		w.settle(ctx)

@@ -529,3 +529,47 @@ func TestWorkerForgetsUncommittedUploadsWhenTheEpochChanges(t *testing.T) {
 		}
 	}
 }
+
+// partRecorder is a PartObserver that keeps what it hears.
+type partRecorder struct {
+	nopObserver
+	parts []PartStats
+}
+
+func (r *partRecorder) SavedPart(st PartStats) { r.parts = append(r.parts, st) }
+
+// A worker's Observer hears of each SavePart when it is a PartObserver:
+// what the part uploaded and reused, and the error of a refused one.
+func TestWorkerReportsItsPartsToAPartObserver(t *testing.T) {
+	bs := newMem()
+	coord := newWriter(t, bs, Options{})
+	obs := &partRecorder{}
+	w, err := NewWorker(bs, t.TempDir(), NewWorkerID("w1"), Options{Concurrency: 2, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := coord.Assign(assignment(map[*Worker][]string{w: {"a"}})); err != nil {
+		t.Fatal(err)
+	}
+	id := checkpoint.NewID(1)
+	got := savePart(t, w, coord.Epoch(), id, stateFiles{"a": {"000001.sst": "table a", "MANIFEST": "m a"}})
+	// A second SavePart of the same part is refused, and heard of.
+	_, again := w.SavePart(t.Context(), coord.Epoch(), &checkpoint.CheckpointData{ID: id, StateDirs: map[string]string{"a": "a"}})
+	if again == nil {
+		t.Fatal("a second SavePart of the same part succeeded")
+	}
+	if len(obs.parts) != 2 {
+		t.Fatalf("the observer heard of %d parts, want 2: %+v", len(obs.parts), obs.parts)
+	}
+	first := obs.parts[0]
+	if first.ID != id || first.Epoch != coord.Epoch() || first.Owners != 1 || first.UploadedFiles != 2 ||
+		first.UploadedBytes != int64(len("table a")+len("m a")) || first.Requests == 0 || first.Err != nil {
+		t.Errorf("heard %+v of the first part", first)
+	}
+	if first.UploadedFiles != got.UploadedFiles || first.UploadedBytes != got.UploadedBytes || got.Err != nil {
+		t.Errorf("heard %+v, SavePart returned %+v", first, got)
+	}
+	if e := obs.parts[1].Err; e == nil || e.Error() != again.Error() {
+		t.Errorf("the refused part was heard of without its error: %+v", obs.parts[1])
+	}
+}

@@ -29,6 +29,7 @@ var RequestBuckets = prometheus.ExponentialBuckets(4, 2, 11)
 // Observer interface; its methods are safe for concurrent use.
 type CheckpointMetrics struct {
 	saveDuration    *prometheus.HistogramVec
+	partDuration    *prometheus.HistogramVec
 	restoreDuration *prometheus.HistogramVec
 	gcDuration      *prometheus.HistogramVec
 	requests        prometheus.Histogram
@@ -47,7 +48,7 @@ type CheckpointMetrics struct {
 	now func() time.Time // time.Now; tests replace it
 }
 
-var _ blobstorage.Observer = (*CheckpointMetrics)(nil)
+var _ blobstorage.PartObserver = (*CheckpointMetrics)(nil)
 
 // NewCheckpointMetrics creates the checkpoint families and registers them
 // on reg (nil registers nothing), with both result series of every
@@ -69,6 +70,8 @@ func NewCheckpointMetrics(reg prometheus.Registerer) (*CheckpointMetrics, error)
 	m := &CheckpointMetrics{
 		saveDuration: durations("save_duration_seconds",
 			"Duration of checkpoint saves, by result; its _count is the number of saves."),
+		partDuration: durations("part_save_duration_seconds",
+			"Duration of the parts this process saved as a worker of a job spanning hosts (blobstorage.Worker.SavePart), by result; its _count is the number of parts."),
 		restoreDuration: durations("restore_duration_seconds",
 			"Duration of restores of a checkpoint into a local directory, by result."),
 		gcDuration: durations("gc_duration_seconds",
@@ -78,10 +81,10 @@ func NewCheckpointMetrics(reg prometheus.Registerer) (*CheckpointMetrics, error)
 			Help:    "Object store requests made by one checkpoint save.",
 			Buckets: RequestBuckets,
 		}),
-		uploadedBytes: counter("uploaded_bytes_total", "Bytes of state files uploaded by checkpoint saves."),
-		uploadedFiles: counter("uploaded_files_total", "State files uploaded by checkpoint saves."),
-		reusedBytes:   counter("reused_bytes_total", "Bytes of state files that checkpoint saves referenced from earlier checkpoints instead of uploading."),
-		reusedFiles:   counter("reused_files_total", "State files that checkpoint saves referenced from earlier checkpoints instead of uploading."),
+		uploadedBytes: counter("uploaded_bytes_total", "Bytes of state files uploaded by checkpoint saves and worker parts."),
+		uploadedFiles: counter("uploaded_files_total", "State files uploaded by checkpoint saves and worker parts."),
+		reusedBytes:   counter("reused_bytes_total", "Bytes of state files that checkpoint saves and worker parts referenced from earlier checkpoints instead of uploading."),
+		reusedFiles:   counter("reused_files_total", "State files that checkpoint saves and worker parts referenced from earlier checkpoints instead of uploading."),
 		restoredBytes: counter("restored_bytes_total", "Bytes of state files downloaded and verified by restores."),
 		restoredFiles: counter("restored_files_total", "State files downloaded and verified by restores."),
 
@@ -98,7 +101,7 @@ func NewCheckpointMetrics(reg prometheus.Registerer) (*CheckpointMetrics, error)
 		now: time.Now,
 	}
 	if err := register(reg,
-		m.saveDuration, m.restoreDuration, m.gcDuration, m.requests,
+		m.saveDuration, m.partDuration, m.restoreDuration, m.gcDuration, m.requests,
 		m.uploadedBytes, m.uploadedFiles, m.reusedBytes, m.reusedFiles,
 		m.restoredBytes, m.restoredFiles,
 		m.gcDeleted, m.gcDeletedBytes, m.gcAbortedUploads, m.gcExpired,
@@ -142,6 +145,17 @@ func (m *CheckpointMetrics) Saved(s blobstorage.SaveStats) {
 	add(m.reusedBytes, s.ReusedBytes)
 	m.requests.Observe(float64(s.Requests))
 	m.saveDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
+}
+
+// SavedPart records a worker's part of a checkpoint, counting its files
+// and bytes with the saves' (whatever its result, as Saved does). A part
+// completes no checkpoint: the coordinator's Save does.
+func (m *CheckpointMetrics) SavedPart(s blobstorage.PartStats) {
+	add(m.uploadedFiles, int64(s.UploadedFiles))
+	add(m.uploadedBytes, s.UploadedBytes)
+	add(m.reusedFiles, int64(s.ReusedFiles))
+	add(m.reusedBytes, s.ReusedBytes)
+	m.partDuration.WithLabelValues(result(s.Err)).Observe(s.Duration.Seconds())
 }
 
 // Restored records a restore; its files and bytes are counted whatever

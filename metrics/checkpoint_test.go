@@ -42,6 +42,7 @@ var checkpointCounters = []string{
 // checkpointDurations are the duration histograms, by result.
 var checkpointDurations = []string{
 	"tidemark_checkpoint_save_duration_seconds",
+	"tidemark_checkpoint_part_save_duration_seconds",
 	"tidemark_checkpoint_restore_duration_seconds",
 	"tidemark_checkpoint_gc_duration_seconds",
 }
@@ -88,6 +89,11 @@ func TestCheckpointMetricsCount(t *testing.T) {
 	m.Saved(blobstorage.SaveStats{ID: "4", Completed: false, Duration: time.Second, Requests: 3})
 	m.Saved(blobstorage.SaveStats{ID: "5", Completed: true, Duration: 500 * time.Millisecond, Requests: 1, Err: errors.New("move _latest-completed: fenced")})
 
+	// Two parts of a worker: they complete nothing (m.now would fail the
+	// test), their files count with the saves'.
+	m.SavedPart(blobstorage.PartStats{ID: "6", Epoch: 3, Owners: 2, Duration: 3 * time.Second, UploadedFiles: 4, UploadedBytes: 400, ReusedFiles: 1, ReusedBytes: 10, Requests: 12})
+	m.SavedPart(blobstorage.PartStats{ID: "7", Epoch: 3, Owners: 2, Duration: time.Second, UploadedFiles: 1, UploadedBytes: 5, Requests: 4, Err: errors.New("put: 503")})
+
 	m.Restored(blobstorage.RestoreStats{ID: "2", Duration: 2 * time.Second, Files: 11, Bytes: 1020})
 	m.Restored(blobstorage.RestoreStats{ID: "2", Duration: time.Second, Files: 3, Bytes: 100, Err: errors.New("digest mismatch")})
 
@@ -99,10 +105,10 @@ func TestCheckpointMetricsCount(t *testing.T) {
 
 	f := gather(t, reg)
 	counters := map[string]float64{
-		"tidemark_checkpoint_uploaded_files_total":     13,
-		"tidemark_checkpoint_uploaded_bytes_total":     1037,
-		"tidemark_checkpoint_reused_files_total":       9,
-		"tidemark_checkpoint_reused_bytes_total":       990,
+		"tidemark_checkpoint_uploaded_files_total":     18,
+		"tidemark_checkpoint_uploaded_bytes_total":     1442,
+		"tidemark_checkpoint_reused_files_total":       10,
+		"tidemark_checkpoint_reused_bytes_total":       1000,
 		"tidemark_checkpoint_restored_files_total":     14,
 		"tidemark_checkpoint_restored_bytes_total":     1120,
 		"tidemark_checkpoint_gc_deleted_objects_total": 7,
@@ -127,6 +133,8 @@ func TestCheckpointMetricsCount(t *testing.T) {
 	}{
 		{"tidemark_checkpoint_save_duration_seconds", success, 3, 5.2},
 		{"tidemark_checkpoint_save_duration_seconds", failure, 2, 1.5},
+		{"tidemark_checkpoint_part_save_duration_seconds", success, 1, 3},
+		{"tidemark_checkpoint_part_save_duration_seconds", failure, 1, 1},
 		{"tidemark_checkpoint_restore_duration_seconds", success, 1, 2},
 		{"tidemark_checkpoint_restore_duration_seconds", failure, 1, 1},
 		{"tidemark_checkpoint_gc_duration_seconds", success, 1, 0.3},
