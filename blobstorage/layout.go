@@ -48,6 +48,18 @@ func partKey(id string, epoch uint64, owner, worker string) string {
 	return partDir(id, epoch, owner, worker) + "/part.json"
 }
 
+// isPartKey reports whether key, under checkpoints/<id>/, is a part
+// document (partKey), not one of a part's files (which end in their
+// state-relative paths under files/).
+func isPartKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, dirCheckpoints)
+	if !ok {
+		return false
+	}
+	seg := strings.Split(rest, "/")
+	return len(seg) == 6 && seg[1] == "parts" && seg[5] == "part.json"
+}
+
 func workerPrivateKey(id string, epoch uint64, owner, worker, rel string) string {
 	return path.Join(partDir(id, epoch, owner, worker), "files", rel)
 }
@@ -123,12 +135,13 @@ func introducedBy(key, owner, id string) bool {
 
 // KeyClasses lists every class KeyClass returns but "other", for metrics
 // that register their series up front.
-var KeyClasses = []string{"record", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint"}
+var KeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint"}
 
 // KeyClass names the part of the layout a key belongs to, for metrics and
-// logs that count operations per kind of object: "record", "private",
-// "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint", or "other"
-// for a key that is not Tidemark's.
+// logs that count operations per kind of object: "record", "part" (a
+// worker's part document; its files are "private" or "shared"),
+// "private", "shared", "remote", "pointer", "writer", "mark", "pin",
+// "savepoint", or "other" for a key that is not Tidemark's.
 func KeyClass(key string) string {
 	switch {
 	case key == dirCheckpoints:
@@ -151,6 +164,9 @@ func KeyClass(key string) string {
 	if _, isRecord, ok := checkpointOfKey(key); ok {
 		if isRecord {
 			return "record"
+		}
+		if isPartKey(key) {
+			return "part"
 		}
 		return "private"
 	}

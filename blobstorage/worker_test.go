@@ -573,3 +573,21 @@ func TestWorkerReportsItsPartsToAPartObserver(t *testing.T) {
 		t.Errorf("the refused part was heard of without its error: %+v", obs.parts[1])
 	}
 }
+
+// A part document has its own key class; the files of a part are private
+// or shared like a single process's.
+func TestKeyClassOfParts(t *testing.T) {
+	id, w := checkpoint.NewID(1), NewWorkerID("w1")
+	for key, want := range map[string]string{
+		partKey(id, 3, "a", w):                           "part",
+		workerPrivateKey(id, 3, "a", w, "MANIFEST"):      "private",
+		workerPrivateKey(id, 3, "a", w, "x/y/part.json"): "private",
+		workerPrivateKey(id, 3, "a", w, "part.json"):     "private",
+		workerSharedKey(id, 3, "a", w, "000001.sst"):     "shared",
+		recordKey(id): "record",
+	} {
+		if got := KeyClass(key); got != want {
+			t.Errorf("KeyClass(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

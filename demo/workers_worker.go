@@ -41,6 +41,10 @@ type WorkerConfig struct {
 	DialTimeout time.Duration
 	// Logger receives the worker's log. Default: discard.
 	Logger *slog.Logger
+	// Observer, if set, hears of the worker's restores and, if it is a
+	// blobstorage.PartObserver (metrics.CheckpointMetrics is), of every
+	// part it saves.
+	Observer blobstorage.Observer
 }
 
 // ErrCoordinatorGone is wrapped by ServeWorker's error when the
@@ -235,7 +239,7 @@ func (w *workerProc) open(ctx context.Context, req *wireRequest) (*wireReply, er
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 		w.bw, err = blobstorage.NewWorker(bs, filepath.Join(w.cfg.Dir, "checkpoints"), w.id,
-			blobstorage.Options{Concurrency: req.Concurrency, Logger: w.cfg.Logger})
+			blobstorage.Options{Concurrency: req.Concurrency, Logger: w.cfg.Logger, Observer: w.cfg.Observer})
 		if err != nil {
 			return nil, err
 		}

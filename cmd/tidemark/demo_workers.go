@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
 
 	"github.com/tidemark-io/tidemark/demo"
 	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/metrics"
 )
 
 // workersFlags are the demo's flags of a job with workers.
@@ -61,7 +64,7 @@ func (f workersFlags) check() error {
 // demoWorkerCmd is `tidemark demo worker`: one worker of a job whose
 // coordinator is `tidemark demo --workers N`.
 func (a *app) demoWorkerCmd() *cobra.Command {
-	var coord, dir string
+	var coord, dir, metricsAddr string
 	var slot int
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -78,12 +81,20 @@ without --worker-listen starts its workers itself.`,
 			if coord == "" || slot < 0 || dir == "" {
 				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
 			}
-			err := demo.ServeWorker(cmd.Context(), demo.WorkerConfig{
+			cfg := demo.WorkerConfig{
 				Coordinator: coord,
 				Slot:        slot,
 				Dir:         dir,
 				Logger:      a.logger,
-			})
+			}
+			if metricsAddr != "" {
+				stop, err := a.serveWorkerMetrics(cmd.Context(), metricsAddr, &cfg)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			err := demo.ServeWorker(cmd.Context(), cfg)
 			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
 				// Interrupted (Ctrl-C reaches the coordinator and the
 				// workers it started alike): the coordinator says so.
@@ -96,7 +107,37 @@ without --worker-listen starts its workers itself.`,
 	fl.StringVar(&coord, "coordinator", "", "the coordinator's address for workers, HOST:PORT")
 	fl.IntVar(&slot, "slot", -1, "the worker's slot, 0 … N-1")
 	fl.StringVar(&dir, "dir", "", "local working directory of the worker (should be empty)")
+	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics (its parts, restores and store operations) at http://ADDR/metrics (empty: none)")
 	return cmd
+}
+
+// serveWorkerMetrics serves the metrics of the worker of cfg at addr: its
+// store operations (cfg.Open wraps the store it opens) and its parts and
+// restores (cfg.Observer). stop ends the server.
+func (a *app) serveWorkerMetrics(ctx context.Context, addr string, cfg *demo.WorkerConfig) (stop func(), err error) {
+	reg := metrics.NewRegistry()
+	bm, err := metrics.NewBlobstoreMetrics(reg, metrics.BlobstoreOptions{KeyClass: blobstorage.KeyClass, KeyClasses: blobstorage.KeyClasses})
+	if err != nil {
+		return nil, err
+	}
+	cm, err := metrics.NewCheckpointMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Observer = cm
+	cfg.Open = func(ctx context.Context, u string) (blobstore.Blobstore, error) {
+		bs, err := blobstore.Open(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		return bm.Wrap(bs), nil
+	}
+	srv, err := metrics.Start(ctx, addr, reg)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(a.env.stderr, "metrics at %s\n", srv.URL())
+	return func() { _ = srv.Close() }, nil
 }
 
 // runDemoWorkers runs the demo job of cfg with f.workers workers; the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -124,4 +125,66 @@ func metricValue(body, name string) float64 {
 		return -1
 	}
 	return sum
+}
+
+// A worker started with --metrics-addr serves its own metrics: the parts
+// it saved, their uploads, and its store operations by key class.
+func TestDemoWorkerServesItsMetrics(t *testing.T) {
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	coordAddr, metricsAddr := free(), free()
+	coord := make(chan string, 1)
+	go func() {
+		_, errOut, code := tm(t, "", "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
+			"--batch", "500", "--checkpoint-every", "2000", "--interval", "1h", "--slow", "100ms", "--workers", "1", "--worker-listen", coordAddr)
+		coord <- fmt.Sprintf("exit %d\n%s", code, errOut)
+	}()
+	worker := make(chan int, 1)
+	go func() {
+		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coordAddr, "--slot", "0", "--dir", t.TempDir(), "--metrics-addr", metricsAddr)
+		worker <- code
+	}()
+	var body string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := scrape("http://" + metricsAddr + "/metrics"); err == nil &&
+			metricValue(b, `tidemark_checkpoint_part_save_duration_seconds_count{result="success"}`) >= 2 {
+			body = b
+			break
+		}
+		select {
+		case code := <-worker:
+			t.Fatalf("the worker ended (exit %d) before two parts were scraped; coordinator: %s", code, <-coord)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no part in the worker's scraped metrics after 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, name := range []string{
+		"tidemark_checkpoint_uploaded_bytes_total",
+		"tidemark_checkpoint_uploaded_files_total",
+		`tidemark_objstore_operations_total{key_class="part",operation="put_if_absent"}`,
+		"tidemark_build_info",
+	} {
+		if v := metricValue(body, name); v <= 0 {
+			t.Errorf("worker: %s = %v after two parts, want > 0", name, v)
+		}
+	}
+	if v := metricValue(body, "tidemark_checkpoint_save_duration_seconds_count"); v != 0 {
+		t.Errorf("worker: %v checkpoint saves counted; a worker saves parts, the coordinator saves checkpoints", v)
+	}
+	if code := <-worker; code != 0 {
+		t.Errorf("worker: exit %d", code)
+	}
+	if c := <-coord; !strings.HasPrefix(c, "exit 0\n") {
+		t.Errorf("coordinator: %s", c)
+	}
 }
