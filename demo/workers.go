@@ -83,8 +83,10 @@ type WorkersConfig struct {
 	// MaxReplacements bounds how many lost workers one run replaces
 	// before it gives up. Default: DefaultMaxReplacements.
 	MaxReplacements int
-	// OnWorker, if set, hears of workers joining, being lost and the
-	// owners each one opens. Called from the run's goroutine.
+	// OnWorker, if set, hears of workers joining, being lost, refused and
+	// the owners each one opens. Calls are one at a time (and never at
+	// once with Progress), from the run's goroutine or, for a refusal,
+	// from the one that read the refused worker's hello.
 	OnWorker func(WorkerEvent)
 }
 
@@ -213,6 +215,9 @@ type wcoord struct {
 	arrive  chan arrival
 	done    chan struct{}
 	closed  sync.Once
+	// cbMu serialises the callbacks (OnWorker, Progress): a refusal is
+	// reported from the goroutine that read the worker's hello.
+	cbMu sync.Mutex
 
 	lastID        string // greatest checkpoint id used
 	lastCompleted string
@@ -221,12 +226,16 @@ type wcoord struct {
 }
 
 func (c *wcoord) event(e WorkerEvent) {
+	c.cbMu.Lock()
+	defer c.cbMu.Unlock()
 	if c.wc.OnWorker != nil {
 		c.wc.OnWorker(e)
 	}
 }
 
 func (c *wcoord) progress(p Progress) {
+	c.cbMu.Lock()
+	defer c.cbMu.Unlock()
 	if c.wc.Progress != nil {
 		p.Records = c.wc.Records
 		c.wc.Progress(p)
@@ -280,7 +289,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 	}
 
 	// 2. The workers.
-	go acceptWorkers(c.wc.Listener, c.arrive, c.done, 30*time.Second)
+	go acceptWorkers(c.wc.Listener, c.arrive, c.done, 30*time.Second, c.refuse)
 	for slot := range c.wc.Workers {
 		if err := c.launch(ctx, slot); err != nil {
 			return res, err
@@ -398,9 +407,6 @@ func (c *wcoord) join(ctx context.Context, need []int) error {
 		case a := <-c.arrive:
 			s := a.hello.Slot
 			switch {
-			case c.refuse(a) != nil:
-				// Refused (the worker was told why); wait on for the
-				// right slots.
 			case missing[s]:
 				take(a)
 			default:

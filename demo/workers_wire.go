@@ -223,8 +223,10 @@ type arrival struct {
 }
 
 // acceptWorkers accepts connections on l until it is closed and sends
-// every worker that says a valid hello within helloTimeout to out.
-func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, helloTimeout time.Duration) {
+// every worker that says a valid hello within helloTimeout, and that
+// refuse lets through, to out. A refused worker is refused as soon as it
+// says hello, not when the coordinator next waits for workers.
+func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, helloTimeout time.Duration, refuse func(arrival) error) {
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -248,8 +250,12 @@ func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, hel
 				return
 			}
 			_ = conn.SetDeadline(time.Time{})
+			a := arrival{hello: h, c: c}
+			if refuse(a) != nil {
+				return // told why, closed and reported at once, mid-run too
+			}
 			select {
-			case out <- arrival{hello: h, c: c}:
+			case out <- a:
 			case <-done:
 				_ = c.close()
 			}

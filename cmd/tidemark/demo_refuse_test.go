@@ -4,6 +4,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A worker started with a slot out of range says why it was refused
@@ -36,5 +37,50 @@ func TestDemoWorkerWithASlotOutOfRangeIsRefusedOnBothSides(t *testing.T) {
 	c := <-coord
 	if c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) {
 		t.Fatalf("coordinator: exit %d, want 0 and the refusal of slot 3:\n%s", c.code, c.stderr)
+	}
+}
+
+// A worker with a bad slot that connects while the job runs is refused at
+// once, not when the coordinator next waits for workers (which may be
+// never): it exits saying why while the job goes on.
+func TestDemoWorkerWithABadSlotMidRunIsRefusedAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	type out struct {
+		stderr string
+		code   int
+	}
+	coord := make(chan out, 1)
+	go func() {
+		// 40 batches of 200 ms: the job runs for 8 s at least.
+		_, errOut, code := tm(t, "", "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
+			"--batch", "500", "--checkpoint-every", "4000", "--interval", "1h", "--slow", "200ms", "--workers", "1", "--worker-listen", addr)
+		coord <- out{errOut, code}
+	}()
+	good := make(chan int, 1)
+	go func() {
+		_, _, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "0", "--dir", t.TempDir())
+		good <- code
+	}()
+	time.Sleep(time.Second)
+	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "5", "--dir", t.TempDir())
+	select {
+	case c := <-coord:
+		t.Fatalf("the job ended before the bad worker was answered (exit %d):\n%s", c.code, c.stderr)
+	default:
+	}
+	want := "slot 5 out of range: this job has slots 0..0"
+	if code != exitError || !strings.Contains(errOut, want) {
+		t.Fatalf("demo worker --slot 5 mid-run: exit %d, want %d saying %q:\n%s", code, exitError, want, errOut)
+	}
+	if code := <-good; code != 0 {
+		t.Errorf("the good worker: exit %d", code)
+	}
+	if c := <-coord; c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) {
+		t.Fatalf("coordinator: exit %d, want 0 and the refusal of slot 5:\n%s", c.code, c.stderr)
 	}
 }
