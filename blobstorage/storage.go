@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -237,6 +238,25 @@ func (s *Storage) StateDir(id string) string {
 		return ""
 	}
 	return filepath.Join(s.localDir, checkpoint.StateDirName(id))
+}
+
+// RemoveStateDir removes the local state directory of checkpoint id
+// (StateDir) and what Restore keeps beside it (the marker of a directory
+// restored unsynced), for a job that prunes its local copies of older
+// checkpoints. The store is not touched. A directory that is not there is
+// no error.
+func (s *Storage) RemoveStateDir(id string) error {
+	if err := checkpoint.ValidateID(id); err != nil {
+		return fmt.Errorf("blobstorage: remove state dir: %w", err)
+	}
+	dir := s.StateDir(id)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("blobstorage: remove state dir %q: %w", id, err)
+	}
+	if err := os.Remove(bootMarker(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("blobstorage: remove state dir %q: %w", id, err)
+	}
+	return nil
 }
 
 // Epoch returns the writer epoch taken by the last Acquire, or 0.

@@ -558,3 +558,42 @@ func TestRestoreWrittenUnsyncedIsVerifiedAfterAReboot(t *testing.T) {
 		t.Fatalf("verified state still marked unsynced: %v", err)
 	}
 }
+
+// RemoveStateDir removes a restored state directory and the marker beside
+// it (pruning with os.RemoveAll left one marker per pruned checkpoint),
+// and nothing else of the local directory.
+func TestRemoveStateDirLeavesNothingBehind(t *testing.T) {
+	bs := newMem()
+	w := newWriter(t, bs, Options{})
+	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
+	for _, id := range []string{id1, id2} {
+		saveState(t, w, id, checkpoint.StatusCompleted, stateFiles{"op": {"000001.sst": "table bytes", "MANIFEST-000001": "manifest " + id}})
+	}
+	node := New(bs, t.TempDir(), Options{})
+	for _, id := range []string{id1, id2} {
+		if err := node.Restore(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := node.RemoveStateDir(id1); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(node.LocalDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), checkpoint.StateDirName(id1)) {
+			t.Errorf("%s left behind after RemoveStateDir(%s)", e.Name(), id1)
+		}
+	}
+	if got := readTree(t, node.StateDir(id2)); len(got) != 2 {
+		t.Errorf("the other state dir holds %v, want its two files", got)
+	}
+	if err := node.RemoveStateDir(id1); err != nil {
+		t.Errorf("RemoveStateDir of a removed dir: %v", err)
+	}
+	if err := node.RemoveStateDir("../x"); err == nil {
+		t.Error("RemoveStateDir of an invalid id succeeded")
+	}
+}

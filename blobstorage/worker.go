@@ -102,6 +102,10 @@ func NewWorker(bs blobstore.Blobstore, localDir, workerID string, opts Options) 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.id }
 
+// RemoveStateDir removes the local state directory of checkpoint id, as
+// Storage.RemoveStateDir does.
+func (w *Worker) RemoveStateDir(id string) error { return w.s.RemoveStateDir(id) }
+
 // StateDir returns localDir/<id>.state, as Storage.StateDir does, or ""
 // for an invalid checkpoint id.
 func (w *Worker) StateDir(ckptID string) string { return w.s.StateDir(ckptID) }

@@ -566,7 +566,7 @@ func (r *runner) process(ctx context.Context, res *Result, ops operatorState) er
 		// A local directory of this id can only be the leftover of a run
 		// that crashed before persisting it (ids of persisted checkpoints
 		// are never reused): clear it, or the state checkpoint refuses.
-		if err := os.RemoveAll(cfg.Storage.StateDir(id)); err != nil {
+		if err := removeStateDir(cfg.Storage, id); err != nil {
 			return fmt.Errorf("demo: clear leftover state of %s: %w", id, err)
 		}
 		dirs, err := r.state.Checkpoint(ctx, cfg.Storage.StateDir(id))
@@ -668,7 +668,7 @@ func (r *runner) afterCompleted(ctx context.Context, id string, res *Result) err
 		keep := r.local[:0]
 		for _, old := range r.local {
 			if old < id {
-				_ = os.RemoveAll(r.cfg.Storage.StateDir(old))
+				_ = removeStateDir(r.cfg.Storage, old)
 				continue
 			}
 			keep = append(keep, old)
@@ -685,4 +685,14 @@ func (r *runner) afterCompleted(ctx context.Context, id string, res *Result) err
 		}
 	}
 	return nil
+}
+
+// removeStateDir removes the local state directory of checkpoint id, with
+// what the Storage keeps beside it when it can say (blobstorage's
+// RemoveStateDir removes the marker of a directory restored unsynced).
+func removeStateDir(st checkpoint.Storage, id string) error {
+	if r, ok := st.(interface{ RemoveStateDir(string) error }); ok {
+		return r.RemoveStateDir(id)
+	}
+	return os.RemoveAll(st.StateDir(id))
 }

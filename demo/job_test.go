@@ -99,9 +99,23 @@ func TestRunResumesOnAnEmptyNodeAfterACrashExactlyOnce(t *testing.T) {
 		t.Fatalf("crashed at offset %d, want in [10200, 20000)", res.EndOffset)
 	}
 	// A new node with an empty disk resumes from the store.
-	resumed := mustComplete(t, node(t, bs))
+	cfg := node(t, bs)
+	resumed := mustComplete(t, cfg)
 	if resumed.RestoredID == "" || resumed.StartOffset == 0 || resumed.StartOffset > 10_200 {
 		t.Fatalf("resume %+v: want a restore from a checkpoint at or before the crash", resumed)
+	}
+	// The restored state directory was pruned with what Restore wrote
+	// beside it: only the last checkpoint's directory is left.
+	entries, err := os.ReadDir(filepath.Join(cfg.Dir, "checkpoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != resumed.LastID+".state" {
+		t.Errorf("local checkpoint dirs after the resumed run %v, want only %s.state", names, resumed.LastID)
 	}
 }
 

@@ -919,7 +919,7 @@ func (c *wcoord) check(ctx context.Context, res *WorkersResult) (Check, error) {
 		return Check{}, err
 	}
 	defer os.RemoveAll(work)
-	defer os.RemoveAll(c.storage.StateDir(cp.ID))
+	defer func() { _ = c.storage.RemoveStateDir(cp.ID) }()
 	got := map[string]uint64{}
 	var total uint64
 	for _, o := range c.owners {

@@ -275,7 +275,7 @@ func (w *workerProc) open(ctx context.Context, req *wireRequest) (*wireReply, er
 		} else {
 			// Anything of id on this disk is not trusted: download all
 			// of this worker's owners.
-			if err := os.RemoveAll(w.bw.StateDir(id)); err != nil {
+			if err := w.bw.RemoveStateDir(id); err != nil {
 				return nil, err
 			}
 			delete(w.saved, id)
@@ -358,7 +358,7 @@ func (w *workerProc) barrier(ctx context.Context, req *wireRequest) (*wireReply,
 	// A local directory of id can only be a leftover of an attempt that
 	// never committed (ids are never reused once persisted).
 	delete(w.saved, id)
-	if err := os.RemoveAll(w.bw.StateDir(id)); err != nil {
+	if err := w.bw.RemoveStateDir(id); err != nil {
 		return nil, fmt.Errorf("clear leftover state of %s: %w", id, err)
 	}
 	dirs := map[string]string{}
