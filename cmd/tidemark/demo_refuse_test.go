@@ -1,40 +1,49 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 )
 
+// coordinator is a demo coordinator run by startCoordinator.
+type coordinator struct {
+	addr string // where it waits for its worker
+	done chan coordinatorExit
+}
+
+type coordinatorExit struct {
+	stderr string
+	code   int
+}
+
+// startCoordinator runs a demo job of one worker that it waits for (see
+// --worker-listen) in the background, sleeping slow per batch and
+// checkpointing every `every` records.
+func startCoordinator(t *testing.T, slow, every string) coordinator {
+	c := coordinator{addr: freeAddr(t), done: make(chan coordinatorExit, 1)}
+	go func() {
+		_, errOut, code := tm(t, "", "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
+			"--batch", "500", "--checkpoint-every", every, "--interval", "1h", "--slow", slow, "--workers", "1", "--worker-listen", c.addr)
+		c.done <- coordinatorExit{errOut, code}
+	}()
+	return c
+}
+
 // A worker started with a slot out of range says why it was refused
 // (exit 1), the coordinator says so too and goes on waiting for the
 // worker of its slot.
 func TestDemoWorkerWithASlotOutOfRangeIsRefusedOnBothSides(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	type out struct {
-		stderr string
-		code   int
-	}
-	coord := make(chan out, 1)
-	go func() {
-		_, errOut, code := tm(t, "", demoArgs(t.TempDir(), fileURL(t.TempDir()), "--workers", "1", "--worker-listen", addr)...)
-		coord <- out{errOut, code}
-	}()
+	coord := startCoordinator(t, "0", "4000")
 	want := "slot 3 out of range: this job has slots 0..0"
-	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "3", "--dir", t.TempDir())
+	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "3", "--dir", t.TempDir())
 	if code != exitError || !strings.Contains(errOut, want) || strings.Contains(errOut, "unknown operation") || strings.Contains(errOut, "coordinator gone") {
 		t.Fatalf("demo worker --slot 3: exit %d, want %d saying %q:\n%s", code, exitError, want, errOut)
 	}
-	if _, errOut, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "0", "--dir", t.TempDir()); code != 0 {
+	if _, errOut, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir()); code != 0 {
 		t.Fatalf("demo worker --slot 0: exit %d\n%s", code, errOut)
 	}
-	c := <-coord
+	c := <-coord.done
 	if c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) {
 		t.Fatalf("coordinator: exit %d, want 0 and the refusal of slot 3:\n%s", c.code, c.stderr)
 	}
@@ -44,32 +53,17 @@ func TestDemoWorkerWithASlotOutOfRangeIsRefusedOnBothSides(t *testing.T) {
 // once, not when the coordinator next waits for workers (which may be
 // never): it exits saying why while the job goes on.
 func TestDemoWorkerWithABadSlotMidRunIsRefusedAtOnce(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	type out struct {
-		stderr string
-		code   int
-	}
-	coord := make(chan out, 1)
-	go func() {
-		// 40 batches of 200 ms: the job runs for 8 s at least.
-		_, errOut, code := tm(t, "", "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
-			"--batch", "500", "--checkpoint-every", "4000", "--interval", "1h", "--slow", "200ms", "--workers", "1", "--worker-listen", addr)
-		coord <- out{errOut, code}
-	}()
+	// 40 batches of 200 ms: the job runs for 8 s at least.
+	coord := startCoordinator(t, "200ms", "4000")
 	good := make(chan int, 1)
 	go func() {
-		_, _, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "0", "--dir", t.TempDir())
+		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
 		good <- code
 	}()
 	time.Sleep(time.Second)
-	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "5", "--dir", t.TempDir())
+	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "5", "--dir", t.TempDir())
 	select {
-	case c := <-coord:
+	case c := <-coord.done:
 		t.Fatalf("the job ended before the bad worker was answered (exit %d):\n%s", c.code, c.stderr)
 	default:
 	}
@@ -80,7 +74,7 @@ func TestDemoWorkerWithABadSlotMidRunIsRefusedAtOnce(t *testing.T) {
 	if code := <-good; code != 0 {
 		t.Errorf("the good worker: exit %d", code)
 	}
-	if c := <-coord; c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) {
+	if c := <-coord.done; c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) {
 		t.Fatalf("coordinator: exit %d, want 0 and the refusal of slot 5:\n%s", c.code, c.stderr)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -41,41 +40,22 @@ func readmeFamilies(t *testing.T) []string {
 // The demo's checkpoints are two-phase (its sink): each is two saves, the
 // prepared record and its completion, so two checkpoints are four.
 func TestDemoServesTheDocumentedMetrics(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	done := make(chan int, 1)
 	go func() {
 		_, _, code := tm(t, "", "demo", "--dir", t.TempDir(), "--records", "20000", "--words", "300", "--batch", "500",
 			"--checkpoint-every", "2000", "--interval", "1h", "--slow", "50ms", "--metrics-addr", addr)
 		done <- code
 	}()
-	var body string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := scrape("http://" + addr + "/metrics"); err == nil && metricValue(b, "tidemark_checkpoint_save_duration_seconds_count") >= 4 {
-			body = b
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("the demo ended (exit %d) before two checkpoints were scraped", code)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint in the scraped metrics after 60 s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	body := scrapeUntil(t, addr, "two checkpoints", done, func(b string) bool {
+		return metricValue(b, "tidemark_checkpoint_save_duration_seconds_count") >= 4
+	})
 	for _, name := range readmeFamilies(t) {
 		if !strings.Contains(body, "\n"+name) && !strings.Contains(body, "# TYPE "+name+" ") {
 			t.Errorf("family %s (in the README) is not served", name)
 		}
 	}
-	for _, name := range []string{
+	wantPositive(t, body, "after two checkpoints",
 		"tidemark_checkpoint_save_duration_seconds_count",
 		"tidemark_checkpoint_uploaded_bytes_total",
 		"tidemark_checkpoint_uploaded_files_total",
@@ -83,13 +63,53 @@ func TestDemoServesTheDocumentedMetrics(t *testing.T) {
 		"tidemark_checkpoint_last_completed_timestamp_seconds",
 		`tidemark_objstore_operations_total{key_class="record",operation="put_if_absent"}`,
 		"tidemark_build_info",
-	} {
-		if v := metricValue(body, name); v <= 0 {
-			t.Errorf("%s = %v after two checkpoints, want > 0", name, v)
-		}
-	}
+	)
 	if code := <-done; code != 0 {
 		t.Fatalf("demo: exit %d", code)
+	}
+}
+
+// freeAddr returns a local TCP address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrapeUntil scrapes http://addr/metrics until enough holds of what it
+// serves and returns that; it fails the test if the process ends first
+// (its exit code arrives on ended) or a minute passes.
+func scrapeUntil(t *testing.T, addr, what string, ended <-chan int, enough func(body string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if b, err := scrape("http://" + addr + "/metrics"); err == nil && enough(b) {
+			return b
+		}
+		select {
+		case code := <-ended:
+			t.Fatalf("the process ended (exit %d) before %s were scraped", code, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the scraped metrics after a minute", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// wantPositive fails the test for each series of names whose value in
+// body is not above 0.
+func wantPositive(t *testing.T, body, when string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if v := metricValue(body, name); v <= 0 {
+			t.Errorf("%s = %v %s, want > 0", name, v, when)
+		}
 	}
 }
 
@@ -130,61 +150,29 @@ func metricValue(body, name string) float64 {
 // A worker started with --metrics-addr serves its own metrics: the parts
 // it saved, their uploads, and its store operations by key class.
 func TestDemoWorkerServesItsMetrics(t *testing.T) {
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	coordAddr, metricsAddr := free(), free()
-	coord := make(chan string, 1)
-	go func() {
-		_, errOut, code := tm(t, "", "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
-			"--batch", "500", "--checkpoint-every", "2000", "--interval", "1h", "--slow", "100ms", "--workers", "1", "--worker-listen", coordAddr)
-		coord <- fmt.Sprintf("exit %d\n%s", code, errOut)
-	}()
+	metricsAddr := freeAddr(t)
+	coord := startCoordinator(t, "100ms", "2000")
 	worker := make(chan int, 1)
 	go func() {
-		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coordAddr, "--slot", "0", "--dir", t.TempDir(), "--metrics-addr", metricsAddr)
+		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir(), "--metrics-addr", metricsAddr)
 		worker <- code
 	}()
-	var body string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := scrape("http://" + metricsAddr + "/metrics"); err == nil &&
-			metricValue(b, `tidemark_checkpoint_part_save_duration_seconds_count{result="success"}`) >= 2 {
-			body = b
-			break
-		}
-		select {
-		case code := <-worker:
-			t.Fatalf("the worker ended (exit %d) before two parts were scraped; coordinator: %s", code, <-coord)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no part in the worker's scraped metrics after 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, name := range []string{
+	body := scrapeUntil(t, metricsAddr, "two parts", worker, func(b string) bool {
+		return metricValue(b, `tidemark_checkpoint_part_save_duration_seconds_count{result="success"}`) >= 2
+	})
+	wantPositive(t, body, "in a worker after two parts",
 		"tidemark_checkpoint_uploaded_bytes_total",
 		"tidemark_checkpoint_uploaded_files_total",
 		`tidemark_objstore_operations_total{key_class="part",operation="put_if_absent"}`,
 		"tidemark_build_info",
-	} {
-		if v := metricValue(body, name); v <= 0 {
-			t.Errorf("worker: %s = %v after two parts, want > 0", name, v)
-		}
-	}
+	)
 	if v := metricValue(body, "tidemark_checkpoint_save_duration_seconds_count"); v != 0 {
 		t.Errorf("worker: %v checkpoint saves counted; a worker saves parts, the coordinator saves checkpoints", v)
 	}
 	if code := <-worker; code != 0 {
 		t.Errorf("worker: exit %d", code)
 	}
-	if c := <-coord; !strings.HasPrefix(c, "exit 0\n") {
-		t.Errorf("coordinator: %s", c)
+	if c := <-coord.done; c.code != 0 {
+		t.Errorf("coordinator: exit %d\n%s", c.code, c.stderr)
 	}
 }
