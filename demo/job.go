@@ -499,164 +499,61 @@ type operatorState struct {
 }
 
 // process reads the source to its end, checkpointing on the way, then
-// takes the final checkpoint and waits for it.
+// takes the final checkpoint and waits for it (see loop).
 func (r *runner) process(ctx context.Context, res *Result, ops operatorState) error {
 	cfg := r.cfg
 	ops.Runs++
 	ops.RemoteState = cfg.RemoteState
 	opsBytes, _ := json.Marshal(ops)
-	buf := make([]string, cfg.Batch)
 	r.pending = map[string]uint64{}
-	var inFlight string // checkpoint injected but not yet completed
-	lastCkpt := time.Now()
-	lastTick := time.Now()
-	sinceCkpt := uint64(0)
-	crashMarker := fmt.Sprintf("%s%d", CrashMarkerPrefix, r.faults.CrashAfter)
-	crashArmed := false
-	if r.faults.CrashAfter > 0 && r.src.Offset() < r.faults.CrashAfter {
-		done, err := cfg.Sink.bs.Exists(ctx, crashMarker)
-		if err != nil {
-			return fmt.Errorf("demo: read crash marker: %w", err)
-		}
-		crashArmed = !done
-	}
-
-	// wait blocks until checkpoint id completed, the coordinator failed or
-	// halted, or ctx is done.
-	wait := func(id string) error {
-		for {
-			select {
-			case got := <-r.completed:
-				res.Checkpoints++
-				res.LastID = got
-				if err := r.afterCompleted(ctx, got, res); err != nil {
-					return err
-				}
-				if got >= id {
-					return nil
-				}
-			case err := <-r.coord.Fatal():
-				return fmt.Errorf("demo: checkpoint: %w", err)
-			case <-r.halted:
-				return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
-			case <-ctx.Done():
-				return ctx.Err()
+	l := &loop{
+		src: r.src, sink: cfg.Sink, faults: r.faults,
+		batch: cfg.Batch, interval: cfg.Interval, every: cfg.EveryRecords,
+		completed: r.completed, fatal: r.coord.Fatal(), halted: r.halted, halt: r.halt,
+		apply: func(ctx context.Context, words []string) error {
+			delta := make(map[string]uint64, min(len(words), cfg.Words))
+			for _, w := range words {
+				delta[w]++
+				r.pending[w]++
 			}
-		}
-	}
-	take := func() error {
-		// One checkpoint in flight at a time: the next is persisted only
-		// after the previous completed anyway (the Coordinator finalizes
-		// in order), and waiting here bounds the local state directories
-		// and the staged output to one checkpoint.
-		if inFlight != "" {
-			if err := wait(inFlight); err != nil {
-				return err
+			return r.cnt.add(delta, uint64(len(words)))
+		},
+		cut: func(ctx context.Context) (string, error) {
+			id, err := checkpoint.NextID(r.lastID)
+			if err != nil {
+				return "", fmt.Errorf("demo: %w", err)
 			}
-			inFlight = ""
-		}
-		id, err := checkpoint.NextID(r.lastID)
-		if err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		r.lastID = id
-		// The barrier: the source position, the state and the output are
-		// all cut between the same two batches.
-		r.coord.OnBarrierInjected(id, EncodeOffsets(r.src.Offsets()))
-		// A local directory of this id can only be the leftover of a run
-		// that crashed before persisting it (ids of persisted checkpoints
-		// are never reused): clear it, or the state checkpoint refuses.
-		if err := removeStateDir(cfg.Storage, id); err != nil {
-			return fmt.Errorf("demo: clear leftover state of %s: %w", id, err)
-		}
-		dirs, err := r.state.Checkpoint(ctx, cfg.Storage.StateDir(id))
-		if err != nil {
-			return fmt.Errorf("demo: state checkpoint %s: %w", id, err)
-		}
-		r.local = append(r.local, id)
-		r.coord.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
-		r.coord.OnSinkPrepared(id, cfg.Sink.Stage(ctx, id, r.pending))
-		r.pending = map[string]uint64{}
-		inFlight = id
-		lastCkpt, sinceCkpt = time.Now(), 0
-		return nil
-	}
-
-	for !r.src.Done() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		select {
-		case err := <-r.coord.Fatal():
-			return fmt.Errorf("demo: checkpoint: %w", err)
-		case <-r.halted:
-			return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
-		default:
-		}
-		n := r.src.Next(buf)
-		delta := make(map[string]uint64, min(n, cfg.Words))
-		for _, w := range buf[:n] {
-			delta[w]++
-			r.pending[w]++
-		}
-		if err := r.cnt.add(delta, uint64(n)); err != nil {
-			return err
-		}
-		sinceCkpt += uint64(n)
-
-		if crashArmed && r.src.Offset() >= r.faults.CrashAfter {
-			if err := cfg.Sink.bs.Put(ctx, crashMarker, stringsReader(time.Now().UTC().Format(time.RFC3339))); err != nil {
-				return fmt.Errorf("demo: write crash marker: %w", err)
+			r.lastID = id
+			// The barrier: the source position, the state and the output
+			// are all cut between the same two batches.
+			r.coord.OnBarrierInjected(id, EncodeOffsets(r.src.Offsets()))
+			// A local directory of this id can only be the leftover of a
+			// run that crashed before persisting it (ids of persisted
+			// checkpoints are never reused): clear it, or the state
+			// checkpoint refuses.
+			if err := removeStateDir(cfg.Storage, id); err != nil {
+				return "", fmt.Errorf("demo: clear leftover state of %s: %w", id, err)
 			}
-			if r.faults.Crash != nil {
-				r.faults.Crash() // the CLI's never returns
+			dirs, err := r.state.Checkpoint(ctx, cfg.Storage.StateDir(id))
+			if err != nil {
+				return "", fmt.Errorf("demo: state checkpoint %s: %w", id, err)
 			}
-			r.halt()
-			return fmt.Errorf("demo: at offset %d: %w", r.src.Offset(), ErrCrashed)
-		}
-		if r.faults.Slow > 0 {
-			select {
-			case <-time.After(r.faults.Slow):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if time.Since(lastCkpt) >= cfg.Interval || (cfg.EveryRecords > 0 && sinceCkpt >= cfg.EveryRecords) {
-			if err := take(); err != nil {
-				return err
-			}
-		}
-		if time.Since(lastTick) >= time.Second {
-			lastTick = time.Now()
-			r.progress(Progress{Event: "records", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
-		}
-		// Collect completions as they come, for progress and pruning.
-		select {
-		case got := <-r.completed:
+			r.local = append(r.local, id)
+			r.coord.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
+			r.coord.OnSinkPrepared(id, cfg.Sink.Stage(ctx, id, r.pending))
+			r.pending = map[string]uint64{}
+			return id, nil
+		},
+		done: func(ctx context.Context, id string) error {
 			res.Checkpoints++
-			res.LastID = got
-			if err := r.afterCompleted(ctx, got, res); err != nil {
-				return err
-			}
-			if got == inFlight {
-				inFlight = ""
-			}
-		default:
-		}
+			res.LastID = id
+			return r.afterCompleted(ctx, id, res)
+		},
+		tick: func() {
+			r.progress(Progress{Event: "records", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
+		},
 	}
-
-	// The final checkpoint, unless the last one already covers the end.
-	if sinceCkpt > 0 {
-		if err := take(); err != nil {
-			return err
-		}
-	}
-	if inFlight != "" {
-		if err := wait(inFlight); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.run(ctx)
 }
 
 // afterCompleted reports progress, prunes local state directories older

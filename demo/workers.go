@@ -746,105 +746,50 @@ func (s *wsession) barrier(ctx context.Context, id string) (map[string]string, e
 }
 
 // process reads the source to its end, checkpointing on the way, as
-// Run's process does, with the state on the workers.
+// Run's process does (the same loop), with the state on the workers.
 func (s *wsession) process(ctx context.Context, ops operatorState) error {
 	c := s.c
 	cfg := c.wc.Config
 	ops.Runs++
 	opsBytes, _ := json.Marshal(ops)
-	buf := make([]string, cfg.Batch)
 	s.pending = map[string]uint64{}
-	var inFlight string
-	lastCkpt, lastTick := time.Now(), time.Now()
-	sinceCkpt := uint64(0)
-	crashMarker := fmt.Sprintf("%s%d", CrashMarkerPrefix, c.faults.CrashAfter)
-	crashArmed := false
-	if c.faults.CrashAfter > 0 && c.src.Offset() < c.faults.CrashAfter {
-		done, err := c.wc.Sink.bs.Exists(ctx, crashMarker)
-		if err != nil {
-			return fmt.Errorf("demo: read crash marker: %w", err)
-		}
-		crashArmed = !done
-	}
-
-	wait := func(id string) error {
-		for {
-			select {
-			case got := <-s.completed:
-				if err := s.afterCompleted(ctx, got); err != nil {
-					return err
-				}
-				if got >= id {
-					return nil
-				}
-			case err := <-s.cc.Fatal():
-				return fmt.Errorf("demo: checkpoint: %w", err)
-			case <-s.halted:
-				return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	take := func() error {
-		if inFlight != "" {
-			if err := wait(inFlight); err != nil {
+	l := &loop{
+		src: c.src, sink: c.wc.Sink, faults: c.faults,
+		batch: cfg.Batch, interval: cfg.Interval, every: cfg.EveryRecords,
+		completed: s.completed, fatal: s.cc.Fatal(), halted: s.halted, halt: s.halt,
+		apply: func(ctx context.Context, words []string) error {
+			out, err := s.batch(ctx, words)
+			if err != nil {
 				return err
 			}
-			inFlight = ""
-		}
-		id, err := checkpoint.NextID(c.lastID)
-		if err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		c.lastID = id
-		s.cc.OnBarrierInjected(id, EncodeOffsets(c.src.Offsets()))
-		dirs, err := s.barrier(ctx, id)
-		if err != nil {
-			// The checkpoint never gets its state: the Coordinator
-			// never persists it, and the next session abandons it.
-			return err
-		}
-		s.cc.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
-		s.cc.OnSinkPrepared(id, c.wc.Sink.Stage(ctx, id, s.pending))
-		s.pending = map[string]uint64{}
-		inFlight = id
-		lastCkpt, sinceCkpt = time.Now(), 0
-		return nil
-	}
-
-	for !c.src.Done() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		select {
-		case err := <-s.cc.Fatal():
-			return fmt.Errorf("demo: checkpoint: %w", err)
-		case <-s.halted:
-			return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
-		default:
-		}
-		n := c.src.Next(buf)
-		out, err := s.batch(ctx, buf[:n])
-		if err != nil {
-			return err
-		}
-		for w, k := range out {
-			s.pending[w] += k
-		}
-		sinceCkpt += uint64(n)
-
-		if crashArmed && c.src.Offset() >= c.faults.CrashAfter {
-			if err := c.wc.Sink.bs.Put(ctx, crashMarker, stringsReader(time.Now().UTC().Format(time.RFC3339))); err != nil {
-				return fmt.Errorf("demo: write crash marker: %w", err)
+			for w, k := range out {
+				s.pending[w] += k
 			}
-			if c.faults.Crash != nil {
-				c.faults.Crash()
+			return nil
+		},
+		cut: func(ctx context.Context) (string, error) {
+			id, err := checkpoint.NextID(c.lastID)
+			if err != nil {
+				return "", fmt.Errorf("demo: %w", err)
 			}
-			s.halt()
-			return fmt.Errorf("demo: at offset %d: %w", c.src.Offset(), ErrCrashed)
-		}
-		if c.killArmed && c.src.Offset() >= c.faults.KillWorkerAfter {
+			c.lastID = id
+			s.cc.OnBarrierInjected(id, EncodeOffsets(c.src.Offsets()))
+			dirs, err := s.barrier(ctx, id)
+			if err != nil {
+				// The checkpoint never gets its state: the Coordinator
+				// never persists it, and the next session abandons it.
+				return "", err
+			}
+			s.cc.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
+			s.cc.OnSinkPrepared(id, c.wc.Sink.Stage(ctx, id, s.pending))
+			s.pending = map[string]uint64{}
+			return id, nil
+		},
+		done: s.afterCompleted,
+		afterBatch: func(ctx context.Context) error {
+			if !c.killArmed || c.src.Offset() < c.faults.KillWorkerAfter {
+				return nil
+			}
 			c.killArmed = false
 			if err := c.wc.Sink.bs.Put(ctx, c.killMarker, stringsReader(time.Now().UTC().Format(time.RFC3339))); err != nil {
 				return fmt.Errorf("demo: write kill marker: %w", err)
@@ -852,45 +797,13 @@ func (s *wsession) process(ctx context.Context, ops operatorState) error {
 			if err := c.wc.Launcher.(Killer).Kill(0); err != nil {
 				return fmt.Errorf("demo: kill worker 0: %w", err)
 			}
-		}
-		if c.faults.Slow > 0 {
-			select {
-			case <-time.After(c.faults.Slow):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if time.Since(lastCkpt) >= cfg.Interval || (cfg.EveryRecords > 0 && sinceCkpt >= cfg.EveryRecords) {
-			if err := take(); err != nil {
-				return err
-			}
-		}
-		if time.Since(lastTick) >= time.Second {
-			lastTick = time.Now()
+			return nil
+		},
+		tick: func() {
 			c.progress(Progress{Event: "records", Offset: c.src.Offset(), Checkpoints: s.res.Checkpoints, LastCompleted: s.res.LastID})
-		}
-		select {
-		case got := <-s.completed:
-			if err := s.afterCompleted(ctx, got); err != nil {
-				return err
-			}
-			if got == inFlight {
-				inFlight = ""
-			}
-		default:
-		}
+		},
 	}
-	if sinceCkpt > 0 {
-		if err := take(); err != nil {
-			return err
-		}
-	}
-	if inFlight != "" {
-		if err := wait(inFlight); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.run(ctx)
 }
 
 // check restores every owner of the final checkpoint from the store into
