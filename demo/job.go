@@ -237,7 +237,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // checkSameJob refuses, reading only, a store whose checkpoints belong to
 // a job with other parameters.
 func (r *runner) checkSameJob(ctx context.Context) error {
-	for _, load := range []func(context.Context) (*checkpoint.CheckpointData, error){r.cfg.Storage.LoadLatestCompleted, r.cfg.Storage.Load} {
+	return checkPointed(ctx, r.cfg.Storage, r.sameJob)
+}
+
+// checkPointed runs check, reading only, on the checkpoints st's pointers
+// name: the latest completed one, then the latest (when there are).
+func checkPointed(ctx context.Context, st checkpoint.Storage, check func(*checkpoint.CheckpointData) error) error {
+	for _, load := range []func(context.Context) (*checkpoint.CheckpointData, error){st.LoadLatestCompleted, st.Load} {
 		cp, err := load(ctx)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
@@ -245,7 +251,7 @@ func (r *runner) checkSameJob(ctx context.Context) error {
 		if cp == nil {
 			continue
 		}
-		if err := r.sameJob(cp); err != nil {
+		if err := check(cp); err != nil {
 			return err
 		}
 	}

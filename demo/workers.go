@@ -339,19 +339,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 // other owners than this job's (a job run in one process, or with
 // another number of owners).
 func (c *wcoord) checkOwners(ctx context.Context) error {
-	for _, load := range []func(context.Context) (*checkpoint.CheckpointData, error){c.storage.LoadLatestCompleted, c.storage.Load} {
-		cp, err := load(ctx)
-		if err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		if cp == nil {
-			continue
-		}
-		if err := c.sameOwners(cp); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkPointed(ctx, c.storage, c.sameOwners)
 }
 
 // sameOwners checks that cp holds the state of exactly this job's owners.
