@@ -77,6 +77,12 @@ type WorkersConfig struct {
 	// with its upload, a restore). A worker that does not answer in time
 	// is lost. Default: DefaultWorkerTimeout.
 	WorkerTimeout time.Duration
+	// Token, if set, is the secret a worker must present to join
+	// (WorkerConfig.Token, compared in constant time): without it, any
+	// process that reaches Listener can join the job as a worker. It
+	// keeps out who does not know it; it does not encrypt the
+	// connection.
+	Token string
 	// JoinTimeout bounds the wait for a worker to connect, at the start
 	// and after one was lost. Default: DefaultJoinTimeout.
 	JoinTimeout time.Duration

@@ -1,18 +1,23 @@
 package demo
 
 import (
+	"crypto/subtle"
+	"errors"
 	"fmt"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 )
 
-// refuse checks the hello of a worker that connected: a slot out of
-// range, or an invalid worker id, is answered with a refusal saying why
+// refuse checks the hello of a worker that connected: a missing or wrong
+// token (WorkersConfig.Token), a slot out of range, or an invalid worker
+// id is answered with a refusal saying why
 // (the worker prints it), reported as a "refused" event and returned.
 func (c *wcoord) refuse(a arrival) error {
 	var err error
 	s := a.hello.Slot
-	if s < 0 || s >= c.wc.Workers {
+	if c.wc.Token != "" && subtle.ConstantTimeCompare([]byte(a.hello.Token), []byte(c.wc.Token)) != 1 {
+		err = errors.New("worker token missing or wrong: start the worker with the coordinator's token")
+	} else if s < 0 || s >= c.wc.Workers {
 		err = fmt.Errorf("slot %d out of range: this job has slots 0..%d", s, c.wc.Workers-1)
 	} else if verr := blobstorage.ValidateWorkerID(a.hello.Worker); verr != nil {
 		err = fmt.Errorf("worker id %q of slot %d: %w", a.hello.Worker, s, verr)

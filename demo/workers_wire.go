@@ -37,6 +37,8 @@ type wireHello struct {
 	Slot int `json:"slot"`
 	// Worker is the id of this incarnation (blobstorage.NewWorkerID).
 	Worker string `json:"worker"`
+	// Token is the job's worker token (WorkerConfig.Token), if any.
+	Token string `json:"token,omitempty"`
 }
 
 // wireRequest is a request of the coordinator.

@@ -36,6 +36,9 @@ type WorkerConfig struct {
 	Dir string
 	// Open opens the store the coordinator names. Default: blobstore.Open.
 	Open func(ctx context.Context, url string) (blobstore.Blobstore, error)
+	// Token is the job's worker token (WorkersConfig.Token), presented
+	// in the worker's hello; empty when the coordinator has none.
+	Token string
 	// DialTimeout bounds how long the worker tries to reach the
 	// coordinator (it may start first). Default: one minute.
 	DialTimeout time.Duration
@@ -93,7 +96,7 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 	defer c.close()
 	stop := context.AfterFunc(ctx, func() { _ = c.close() })
 	defer stop()
-	if err := c.send(wireHello{Version: wireVersion, Slot: cfg.Slot, Worker: w.id}); err != nil {
+	if err := c.send(wireHello{Version: wireVersion, Slot: cfg.Slot, Worker: w.id, Token: cfg.Token}); err != nil {
 		return fmt.Errorf("demo: worker %s: hello: %w: %w", w.id, ErrCoordinatorGone, err)
 	}
 	cfg.Logger.Info("demo worker: connected", "worker", w.id, "coordinator", cfg.Coordinator)

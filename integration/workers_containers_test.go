@@ -116,6 +116,9 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	bucket := srv.NewBucket(t)
 	bs := openBucket(t, srv, bucket)
 	env := s3Env(srv.AccessKey, srv.SecretKey)
+	// The coordinator and the workers share a worker token, as a job
+	// across hosts should: a worker without it would be refused.
+	env["TIDEMARK_WORKER_TOKEN"] = "containers-" + bucket
 	store := jobStoreURL(bucket, srv.NetworkEndpoint)
 	const records = 40000 // 400 batches of 25ms: about 10s of work
 

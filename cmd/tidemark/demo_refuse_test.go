@@ -21,9 +21,14 @@ type coordinatorExit struct {
 // --worker-listen) in the background, sleeping slow per batch and
 // checkpointing every `every` records.
 func startCoordinator(t *testing.T, slow, every string) coordinator {
+	return startCoordinatorEnv(t, nil, slow, every)
+}
+
+// startCoordinatorEnv is startCoordinator with vars as the environment.
+func startCoordinatorEnv(t *testing.T, vars map[string]string, slow, every string) coordinator {
 	c := coordinator{addr: freeAddr(t), done: make(chan coordinatorExit, 1)}
 	go func() {
-		_, errOut, code := tm(t, "", "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
+		_, errOut, code := tmEnv(t, vars, "demo", "--dir", t.TempDir(), "--store", fileURL(t.TempDir()), "--records", "20000", "--words", "300",
 			"--batch", "500", "--checkpoint-every", every, "--interval", "1h", "--slow", slow, "--workers", "1", "--worker-listen", c.addr)
 		c.done <- coordinatorExit{errOut, code}
 	}()
@@ -46,6 +51,33 @@ func TestDemoWorkerWithASlotOutOfRangeIsRefusedOnBothSides(t *testing.T) {
 	c := <-coord.done
 	if c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) {
 		t.Fatalf("coordinator: exit %d, want 0 and the refusal of slot 3:\n%s", c.code, c.stderr)
+	}
+	if w := "warning: $" + workerTokenEnv + " is not set: any process that reaches " + coord.addr + " can join this job"; !strings.Contains(c.stderr, w) {
+		t.Errorf("coordinator without a worker token: stderr lacks %q:\n%s", w, c.stderr)
+	}
+}
+
+// With $TIDEMARK_WORKER_TOKEN set on the coordinator, a worker without
+// it, or with another, is refused before it is given anything; one with
+// it joins, and the coordinator does not warn.
+func TestDemoWorkerNeedsTheCoordinatorsToken(t *testing.T) {
+	coord := startCoordinatorEnv(t, map[string]string{workerTokenEnv: "s3cret-token"}, "0", "4000")
+	want := "worker token missing or wrong"
+	for _, token := range []string{"", "wrong-token", "s3cret-tokenX"} {
+		_, errOut, code := tmEnv(t, map[string]string{workerTokenEnv: token}, "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
+		if code != exitError || !strings.Contains(errOut, want) {
+			t.Fatalf("demo worker with token %q: exit %d, want %d saying %q:\n%s", token, code, exitError, want, errOut)
+		}
+	}
+	if _, errOut, code := tmEnv(t, map[string]string{workerTokenEnv: "s3cret-token"}, "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir()); code != 0 {
+		t.Fatalf("demo worker with the token: exit %d\n%s", code, errOut)
+	}
+	c := <-coord.done
+	if c.code != 0 || !strings.Contains(c.stderr, "refused a worker that connected: "+want) || strings.Contains(c.stderr, "warning:") {
+		t.Fatalf("coordinator: exit %d, want 0, the refusals and no warning:\n%s", c.code, c.stderr)
+	}
+	if strings.Contains(c.stderr, "s3cret") {
+		t.Errorf("the coordinator printed the token:\n%s", c.stderr)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ type workersFlags struct {
 func (a *app) addWorkersFlags(cmd *cobra.Command, f *workersFlags) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.workers, "workers", 0, "run the job as N worker processes holding the state and this process as their coordinator (1 to "+strconv.Itoa(demo.DefaultOwners)+", the job's owners; 0: one process); a resumed job may use another N")
-	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait on this address (for example :7070) for the N workers to connect, each started as: tidemark demo worker --coordinator HOST:PORT --slot K")
+	fl.StringVar(&f.listen, "worker-listen", "", "with --workers: start no workers, wait on this address (for example :7070) for the N workers to connect, each started as: tidemark demo worker --coordinator HOST:PORT --slot K (set $"+workerTokenEnv+" to the same secret for both, or any process that reaches the address can join)")
 	fl.Uint64Var(&f.killWorkerAfter, "kill-worker-after-records", 0, "with --workers: kill worker 0 (SIGKILL) when the source offset reaches N, once per store; the coordinator replaces it")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", demo.DefaultWorkerTimeout, "with --workers: a worker that does not answer a request within this long is replaced")
 	fl.DurationVar(&f.joinTimeout, "worker-join-timeout", demo.DefaultJoinTimeout, "with --workers: how long to wait for the workers to connect")
@@ -85,6 +86,7 @@ without --worker-listen starts its workers itself.`,
 				Coordinator: coord,
 				Slot:        slot,
 				Dir:         dir,
+				Token:       a.env.getenv(workerTokenEnv),
 				Logger:      a.logger,
 			}
 			if metricsAddr != "" {
@@ -163,6 +165,7 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		Concurrency:   f.concurrency,
 		WorkerTimeout: w.workerTimeout,
 		JoinTimeout:   w.joinTimeout,
+		Token:         a.env.getenv(workerTokenEnv),
 	}
 	if w.listen == "" {
 		exe, err := os.Executable()
@@ -174,12 +177,20 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		// coordinator gone, as they see it) is noise: the coordinator
 		// says once that the job was interrupted and how to resume.
 		out := &untilDone{ctx: ctx, w: stderr}
+		if wc.Token == "" {
+			// The workers are this process's children: a token made
+			// up here keeps any other local process out of the job.
+			wc.Token = rand.Text()
+		}
 		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: out, procs: map[int]*child{},
-			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}}
+			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}, token: wc.Token}
 		defer cl.close()
 		wc.Launcher = cl
 	} else {
 		say("waiting for %s on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", plural(w.workers, "worker"), l.Addr())
+		if wc.Token == "" {
+			say("warning: $%s is not set: any process that reaches %s can join this job as a worker", workerTokenEnv, l.Addr())
+		}
 	}
 	wc.OnWorker = func(e demo.WorkerEvent) {
 		switch e.Event {
@@ -235,13 +246,18 @@ func (u *untilDone) Write(p []byte) (int, error) {
 	return u.w.Write(p)
 }
 
+// workerTokenEnv is the environment variable that holds a job's worker
+// token, for the coordinator and its workers (demo.WorkersConfig.Token).
+const workerTokenEnv = "TIDEMARK_WORKER_TOKEN"
+
 // childLauncher starts the workers as child processes of this executable
 // (`tidemark demo worker`), each in an empty directory base/slot-K.
 type childLauncher struct {
-	exe  string
-	base string
-	args []string // global flags passed on
-	out  io.Writer
+	exe   string
+	base  string
+	args  []string // global flags passed on
+	out   io.Writer
+	token string // the job's worker token, passed in the environment
 
 	mu    sync.Mutex
 	procs map[int]*child
@@ -271,6 +287,8 @@ func (l *childLauncher) Launch(ctx context.Context, slot int, addr string) error
 	args := append([]string{"demo", "worker", "--coordinator", addr, "--slot", strconv.Itoa(slot), "--dir", dir}, l.args...)
 	cmd := exec.Command(l.exe, args...)
 	cmd.Stdout, cmd.Stderr = l.out, l.out
+	// In the environment, not the arguments: other users see those.
+	cmd.Env = append(os.Environ(), workerTokenEnv+"="+l.token)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

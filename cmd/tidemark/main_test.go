@@ -19,16 +19,17 @@ import (
 // stdout, stderr and exit code. $TIDEMARK_STORE is storeEnvValue.
 func tm(t *testing.T, storeEnvValue string, args ...string) (string, string, int) {
 	t.Helper()
+	return tmEnv(t, map[string]string{storeEnv: storeEnvValue}, args...)
+}
+
+// tmEnv runs the CLI as tm does, with vars as its whole environment.
+func tmEnv(t *testing.T, vars map[string]string, args ...string) (string, string, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(t.Context(), args, env{
 		stdout: &out,
 		stderr: &errb,
-		getenv: func(k string) string {
-			if k == storeEnv {
-				return storeEnvValue
-			}
-			return ""
-		},
+		getenv: func(k string) string { return vars[k] },
 	})
 	return out.String(), errb.String(), code
 }

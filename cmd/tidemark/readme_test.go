@@ -149,18 +149,6 @@ func TestReadmeCommandsRunAsWritten(t *testing.T) {
 	}
 }
 
-// tmEnv runs the CLI with the environment vars.
-func tmEnv(t *testing.T, vars map[string]string, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb strings.Builder
-	code := run(t.Context(), args, env{
-		stdout: &out,
-		stderr: &errb,
-		getenv: func(k string) string { return vars[k] },
-	})
-	return out.String(), errb.String(), code
-}
-
 // gcSummary returns what gc's output says it deleted or would delete
 // ("would delete 1 checkpoints [ckpt-…], 11 objects (10.4 KiB), …"), "" if
 // it says neither.
