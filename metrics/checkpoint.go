@@ -69,7 +69,7 @@ func NewCheckpointMetrics(reg prometheus.Registerer) (*CheckpointMetrics, error)
 	}
 	m := &CheckpointMetrics{
 		saveDuration: durations("save_duration_seconds",
-			"Duration of checkpoint saves, by result; its _count is the number of saves."),
+			"Duration of checkpoint saves, by result; its _count is the number of saves (a two-phase checkpoint is two: its prepared record and its completion)."),
 		partDuration: durations("part_save_duration_seconds",
 			"Duration of the parts this process saved as a worker of a job spanning hosts (blobstorage.Worker.SavePart), by result; its _count is the number of parts."),
 		restoreDuration: durations("restore_duration_seconds",

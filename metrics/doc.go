@@ -39,7 +39,7 @@
 //	tidemark_objstore_operation_failures_total            counter    operation,key_class?        operations that failed (a missing key, a condition that did not hold and a cancelled context are not failures)
 //	tidemark_objstore_operation_duration_seconds          histogram  operation,key_class?        duration of operations that did not fail; reads until the body is closed
 //	tidemark_objstore_operation_transferred_bytes_total   counter    operation,key_class?        bytes of object bodies sent (put, put_if_absent, put_if_match) or received (get, get_range)
-//	tidemark_checkpoint_save_duration_seconds             histogram  result                      duration of checkpoint saves (result success or failure); _count is the number of saves
+//	tidemark_checkpoint_save_duration_seconds             histogram  result                      duration of checkpoint saves (result success or failure); _count is the number of saves (two per two-phase checkpoint: prepared, completed)
 //	tidemark_checkpoint_part_save_duration_seconds        histogram  result                      duration of the parts a worker saved (Worker.SavePart); _count is the number of parts
 //	tidemark_checkpoint_save_requests                     histogram  -                           object store requests made by one save
 //	tidemark_checkpoint_uploaded_bytes_total              counter    -                           bytes of state files uploaded by saves and worker parts
