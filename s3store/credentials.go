@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go/logging"
@@ -68,9 +69,16 @@ func sdkLogger(l *slog.Logger) logging.Logger {
 		case logging.Debug:
 			level = slog.LevelDebug
 		}
+		msg := fmt.Sprintf(format, v...)
+		if level == slog.LevelWarn && strings.Contains(msg, "falling back to IMDSv1") {
+			// Said on every machine that is not on EC2, before the
+			// missing-credentials error that says what to set: noise
+			// at Warn. The fallback itself is no problem.
+			level = slog.LevelDebug
+		}
 		ctx := context.Background()
 		if l.Enabled(ctx, level) {
-			l.Log(ctx, level, fmt.Sprintf(format, v...), "component", "aws-sdk")
+			l.Log(ctx, level, msg, "component", "aws-sdk")
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -291,7 +292,47 @@ func TestSDKLogLinesGoToTheLogger(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("the SDK wrote to stderr: %q", stderr)
 	}
-	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "IMDSv1") || !strings.Contains(buf.String(), "component=aws-sdk") {
-		t.Fatalf("the SDK's IMDS warning did not reach the logger as a warning; logger got %q", buf.String())
+	// The IMDSv1 fallback, said on every machine off EC2, is demoted to
+	// Debug: at Warn it came before the missing-credentials error.
+	if !strings.Contains(buf.String(), "level=DEBUG") || !strings.Contains(buf.String(), "IMDSv1") || !strings.Contains(buf.String(), "component=aws-sdk") {
+		t.Fatalf("the SDK's IMDS line did not reach the logger at Debug; logger got %q", buf.String())
+	}
+	for line := range strings.Lines(buf.String()) {
+		if strings.Contains(line, "IMDSv1") && !strings.Contains(line, "level=DEBUG") {
+			t.Errorf("the IMDSv1 fallback logged above Debug: %s", line)
+		}
+	}
+}
+
+// A store that does not answer says so while it retries, once per
+// retryLogInterval, instead of staying silent until the operation gives
+// up (a demo on an endpoint down at start-up printed nothing for 45 s).
+func TestRetriesAreLoggedOncePerInterval(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + l.Addr().String()
+	l.Close()
+	var logs bytes.Buffer
+	s, err := New(context.Background(), Options{
+		Bucket: "b", Endpoint: endpoint, PathStyle: true, AccessKey: "a", SecretKey: "s",
+		MaxAttempts: 4, MaxBackoff: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stat(context.Background(), "k"); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("got %v, want ErrUnreachable", err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "s3store: an attempt failed; retrying"); n != 1 {
+		t.Fatalf("%d retry warnings for 3 retries within %v, want 1:\n%s", n, retryLogInterval, out)
+	}
+	for _, want := range []string{endpoint, "connection refused", "gives_up_after="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the retry warning lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -237,7 +237,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 
 	load := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
+			return &loggedRetryer{log: opts.Logger, endpoint: s.endpoint, operation: s.timeouts.operation, RetryerV2: retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = maxAttempts
 				o.MaxBackoff = maxBackoff
 				// No client-side retry token bucket: the default one
@@ -246,7 +246,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 				// is what spreads the load.
 				o.RateLimiter = ratelimit.None
 				o.Retryables = append(o.Retryables, retryConditionalConflict{})
-			})
+			})}
 		}),
 		// The SDK logs to stderr by default ("SDK <date> WARN ...").
 		config.WithLogger(sdkLogger(opts.Logger)),
