@@ -229,7 +229,7 @@ func TestDemoRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
 	}
 	var res map[string]any
 	mustJSON(t, "", &res, demoArgs(dir, store)...)
-	if n, _ := res["abandoned_transactions"].(float64); res["exactly_once"] != true || n == 0 {
+	if n, _ := res["abandoned_lineage_transactions"].(float64); res["exactly_once"] != true || n == 0 {
 		t.Fatalf("demo JSON after the rollback %v: want exactly_once and the abandoned transactions counted", res)
 	}
 }
