@@ -78,7 +78,7 @@ func TestRunResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		if id := strings.TrimPrefix(info.Key, OutPrefix); id <= want.Checkpoint {
-			if err := NewSink(east).addCommitted(ctx, id, &total); err != nil {
+			if err := NewSink(east).addCommitted(ctx, id, &total, false); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -17,6 +17,10 @@ type Check struct {
 	Words   int
 	// Transactions is the number of committed sink transactions summed.
 	Transactions int
+	// Abandoned is the number of committed transactions left out: those
+	// of lineages abandoned by a rollback to a savepoint on this store,
+	// whose output the checked lineage produced again (see Lineage).
+	Abandoned int
 	// OutputDiff and StateDiff list the words whose committed output
 	// (sum over committed transactions) or state count differs from the
 	// expected count, as "word: got N, want M", at most ten each; their
@@ -32,6 +36,9 @@ type Check struct {
 	// another store, whose sink holds the output before it. The state is
 	// always compared with every record.
 	Base Base
+	// Lineage is the history of the checked output: which committed
+	// transactions are its own (see Lineage).
+	Lineage Lineage
 }
 
 // OK reports whether every count is exact in both output and state.
@@ -43,9 +50,17 @@ func (c Check) String() string {
 	if c.Base.FromSavepoint() {
 		from = fmt.Sprintf(" (output in this store from record %d: resumed from a savepoint)", c.Base.Offset)
 	}
+	abandoned := ""
+	if c.Abandoned > 0 {
+		abandoned = fmt.Sprintf("%d more of a lineage abandoned by a rollback to a savepoint, not counted", c.Abandoned)
+	}
 	if c.OK() {
+		txns := plural(c.Transactions, "committed transaction")
+		if abandoned != "" {
+			txns += "; " + abandoned
+		}
 		return fmt.Sprintf("exactly-once: OK, %s%s, %s (%s)",
-			plural(c.Records, "record"), from, plural(c.Words, "word"), plural(c.Transactions, "committed transaction"))
+			plural(c.Records, "record"), from, plural(c.Words, "word"), txns)
 	}
 	var b strings.Builder
 	if c.Base.FromSavepoint() {
@@ -53,6 +68,9 @@ func (c Check) String() string {
 			plural(c.Records-min(c.Base.Offset, c.Records), "record"), from, c.OutputTotal)
 	} else {
 		fmt.Fprintf(&b, "exactly-once: FAILED, %s expected, %d in the committed output", plural(c.Records, "record"), c.OutputTotal)
+	}
+	if abandoned != "" {
+		fmt.Fprintf(&b, " (%s, %s)", plural(c.Transactions, "committed transaction"), abandoned)
 	}
 	if c.OutputWrong > 0 {
 		fmt.Fprintf(&b, "; %s wrong in the output (%s)", plural(c.OutputWrong, "word"), strings.Join(c.OutputDiff, ", "))
@@ -87,23 +105,24 @@ func diff(got, want map[string]uint64) ([]string, int) {
 }
 
 // CheckExactlyOnce recomputes the expected counts from src and compares
-// the sum over the sink's committed transactions with the counts of
-// records [base.Offset, Records) (the output committed in this store),
-// and the state, when cnt is not nil, with the counts of every record. A
-// lost record shows as a count too small, a record applied twice as one
-// too large. The error is about reading; a mismatch is reported in the
-// Check.
-func CheckExactlyOnce(ctx context.Context, src *Source, sink *Sink, cnt *counts, base Base) (Check, error) {
+// the sum over the sink's committed transactions of lineage lin (every
+// one, unless the job was rolled back to a savepoint on this store: see
+// Lineage) with the counts of records [base.Offset, Records) (the output
+// committed in this store), and the state, when cnt is not nil, with the
+// counts of every record. A lost record shows as a count too small, a
+// record applied twice as one too large. The error is about reading; a
+// mismatch is reported in the Check.
+func CheckExactlyOnce(ctx context.Context, src *Source, sink *Sink, cnt *counts, base Base, lin Lineage) (Check, error) {
 	want := src.Expected()
 	wantOut := want
 	if base.Offset > 0 {
 		wantOut = src.ExpectedRange(base.Offset, src.Records())
 	}
-	out, err := sink.Output(ctx)
+	out, err := sink.OutputOf(ctx, lin)
 	if err != nil {
 		return Check{}, err
 	}
-	c := Check{Records: src.Records(), Words: len(want), Transactions: out.Committed, Base: base}
+	c := Check{Records: src.Records(), Words: len(want), Transactions: out.Committed, Abandoned: out.Abandoned, Base: base, Lineage: lin}
 	for _, n := range out.Counts {
 		c.OutputTotal += n
 	}

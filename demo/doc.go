@@ -47,7 +47,10 @@
 // committed output ends up holding every record exactly once: at the end
 // Run recomputes the expected counts from the source and compares them
 // with the sum over the committed transactions and with the state
-// ([CheckExactlyOnce]).
+// ([CheckExactlyOnce]). After a rollback to a savepoint on the same store
+// that sum is over the transactions of the job's current [Lineage]: the
+// output an abandoned lineage committed after the savepoint is produced
+// again by the new one, and is left out.
 //
 // # Remote state (instant restore)
 //

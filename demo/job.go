@@ -203,6 +203,9 @@ type acquirer interface {
 // records from the savepoint's offset on. Run recognises that start (a
 // restored completed checkpoint whose output this store's sink does not
 // hold) and records it at BaseKey before committing anything; see Base.
+// A job rolled back to a savepoint on the same store (a new lineage) is
+// checked for the output of its lineage, which every checkpoint records;
+// see Lineage.
 //
 // A writer that finds itself fenced (another node acquired the writer
 // role: this one is a zombie) stops at once with an error wrapping
@@ -293,6 +296,8 @@ type runner struct {
 	completed chan string // ids of completed checkpoints, from OnCompleted
 	halted    chan struct{}
 	haltOnce  sync.Once
+
+	lineage lineageRun // the lineage of this run's checkpoints
 
 	epoch       uint64 // the writer epoch Acquire took (0: no writer role)
 	stopHydrate func() // remote state: stops the background hydration
@@ -405,6 +410,9 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		if err := json.Unmarshal(cp.Operators[operatorKey], &ops); err != nil {
 			return res, fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
 		}
+		if r.lineage, err = resumeLineage(cp, ops); err != nil {
+			return res, err
+		}
 		r.src.Seek(off.Next)
 		r.local = append(r.local, cp.ID)
 	} else {
@@ -479,7 +487,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	}
 
 	// 6. Check.
-	res.Check, err = CheckExactlyOnce(ctx, r.src, cfg.Sink, r.cnt, base)
+	res.Check, err = CheckExactlyOnce(ctx, r.src, cfg.Sink, r.cnt, base, r.lineage.through(max(res.LastID, res.RestoredID)))
 	r.progress(Progress{Event: "done", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
 	if err != nil {
 		return res, err
@@ -502,6 +510,9 @@ type operatorState struct {
 	// RemoteState is the Config.RemoteState of the run that took the
 	// checkpoint: whether its state is in remote mode.
 	RemoteState string `json:"remote_state,omitempty"`
+	// Lineage is the history of the checkpoint's output, through its own
+	// id: which committed transactions are its output (see Lineage).
+	Lineage Lineage `json:"lineage,omitempty"`
 }
 
 // process reads the source to its end, checkpointing on the way, then
@@ -510,7 +521,6 @@ func (r *runner) process(ctx context.Context, res *Result, ops operatorState) er
 	cfg := r.cfg
 	ops.Runs++
 	ops.RemoteState = cfg.RemoteState
-	opsBytes, _ := json.Marshal(ops)
 	r.pending = map[string]uint64{}
 	l := &loop{
 		src: r.src, sink: cfg.Sink, faults: r.faults,
@@ -545,6 +555,8 @@ func (r *runner) process(ctx context.Context, res *Result, ops operatorState) er
 				return "", fmt.Errorf("demo: state checkpoint %s: %w", id, err)
 			}
 			r.local = append(r.local, id)
+			ops.Lineage = r.lineage.through(id)
+			opsBytes, _ := json.Marshal(ops)
 			r.coord.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
 			r.coord.OnSinkPrepared(id, cfg.Sink.Stage(ctx, id, r.pending))
 			r.pending = map[string]uint64{}

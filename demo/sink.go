@@ -411,8 +411,13 @@ func (s *Sink) readAll(ctx context.Context, key string) ([]byte, error) {
 type Output struct {
 	// Counts is the sum, per word, over every committed transaction.
 	Counts map[string]uint64
-	// Committed and Aborted count the decided transactions.
+	// Committed and Aborted count the decided transactions. Committed
+	// counts only those summed in Counts.
 	Committed, Aborted int
+	// Abandoned counts the committed transactions OutputOf left out: those
+	// of lineages abandoned by a rollback (see Lineage), whose output the
+	// lineage asked about produced again.
+	Abandoned int
 	// Staged counts staged objects: open transactions, and leftovers of
 	// decided ones (another writer's staging of an id, a crash before the
 	// staged object was removed) that Sweep removes.
@@ -426,13 +431,21 @@ type Output struct {
 // The body of a commit must match the digest its header names: what is
 // summed is exactly the staged output that was committed.
 func (s *Sink) Output(ctx context.Context) (Output, error) {
+	return s.OutputOf(ctx, nil)
+}
+
+// OutputOf is Output for the output of one lineage of the job: the
+// committed transactions lin does not include (see Lineage.Includes) are
+// counted in Abandoned, not summed (their digest is still checked). A
+// nil or one-segment lin includes every transaction.
+func (s *Sink) OutputOf(ctx context.Context, lin Lineage) (Output, error) {
 	out := Output{Counts: map[string]uint64{}}
 	for info, err := range s.bs.List(ctx, OutPrefix) {
 		if err != nil {
 			return Output{}, fmt.Errorf("demo: sink output: %w", err)
 		}
 		id := strings.TrimPrefix(info.Key, OutPrefix)
-		if err := s.addCommitted(ctx, id, &out); errors.Is(err, blobstore.ErrNotFound) {
+		if err := s.addCommitted(ctx, id, &out, !lin.Includes(id)); errors.Is(err, blobstore.ErrNotFound) {
 			// Listed but not there to read: removed since the listing,
 			// or a write the store never completed (MinIO below its
 			// write quorum leaves such an object listed, unreadable,
@@ -454,7 +467,9 @@ func (s *Sink) Output(ctx context.Context) (Output, error) {
 	return out, nil
 }
 
-func (s *Sink) addCommitted(ctx context.Context, id string, out *Output) error {
+// addCommitted reads the decided transaction id and, if committed, adds
+// it to out: summed, or only counted in Abandoned when abandoned.
+func (s *Sink) addCommitted(ctx context.Context, id string, out *Output, abandoned bool) error {
 	raw, err := s.readAll(ctx, OutPrefix+id)
 	if err != nil {
 		return err
@@ -473,6 +488,10 @@ func (s *Sink) addCommitted(ctx context.Context, id string, out *Output) error {
 	}
 	if d.digest != "" && digest(body) != d.digest {
 		return fmt.Errorf("%w: %s%s: body does not match the digest of %s", ErrCorruptOutput, OutPrefix, id, d.staged)
+	}
+	if abandoned {
+		out.Abandoned++
+		return nil
 	}
 	out.Committed++
 	for l := range strings.Lines(string(body)) {

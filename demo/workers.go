@@ -215,6 +215,7 @@ type wcoord struct {
 	owners  []string
 	epoch   uint64
 	base    Base
+	lineage lineageRun // the lineage of this run's checkpoints
 
 	live    map[int]*remoteWorker // slot → its worker
 	pending map[int]arrival       // workers that connected before they were needed
@@ -510,6 +511,7 @@ func (c *wcoord) session(ctx context.Context, res *WorkersResult, first bool) er
 	var ops operatorState
 	restored := ""
 	c.src.Seek(0)
+	c.lineage = lineageRun{}
 	if cp := dec.Checkpoint; cp != nil {
 		restored = cp.ID
 		probe := &runner{cfg: cfg, workers: true}
@@ -525,6 +527,9 @@ func (c *wcoord) session(ctx context.Context, res *WorkersResult, first bool) er
 		}
 		if err := json.Unmarshal(cp.Operators[operatorKey], &ops); err != nil {
 			return fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+		}
+		if c.lineage, err = resumeLineage(cp, ops); err != nil {
+			return err
 		}
 		c.src.Seek(off.Next)
 	}
@@ -745,7 +750,6 @@ func (s *wsession) process(ctx context.Context, ops operatorState) error {
 	c := s.c
 	cfg := c.wc.Config
 	ops.Runs++
-	opsBytes, _ := json.Marshal(ops)
 	s.pending = map[string]uint64{}
 	l := &loop{
 		src: c.src, sink: c.wc.Sink, faults: c.faults,
@@ -774,6 +778,8 @@ func (s *wsession) process(ctx context.Context, ops operatorState) error {
 				// never persists it, and the next session abandons it.
 				return "", err
 			}
+			ops.Lineage = c.lineage.through(id)
+			opsBytes, _ := json.Marshal(ops)
 			s.cc.OnStateSnapshot(id, map[string][]byte{operatorKey: opsBytes}, dirs)
 			s.cc.OnSinkPrepared(id, c.wc.Sink.Stage(ctx, id, s.pending))
 			s.pending = map[string]uint64{}
@@ -855,7 +861,7 @@ func (c *wcoord) check(ctx context.Context, res *WorkersResult) (Check, error) {
 		}
 		total += n
 	}
-	chk, err := CheckExactlyOnce(ctx, c.src, c.wc.Sink, nil, c.base)
+	chk, err := CheckExactlyOnce(ctx, c.src, c.wc.Sink, nil, c.base, c.lineage.through(cp.ID))
 	if err != nil {
 		return Check{}, err
 	}

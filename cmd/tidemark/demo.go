@@ -299,6 +299,10 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 		summary["records"] = res.Check.Records
 		summary["words"] = res.Check.Words
 		summary["transactions"] = res.Check.Transactions
+		// Committed transactions of lineages abandoned by a rollback to a
+		// savepoint on this store: their output the checked lineage
+		// produced again, so they are not counted.
+		summary["abandoned_lineage_transactions"] = res.Check.Abandoned
 		// The records this store's committed output must hold, from
 		// output_from on: 0, or the offset of a savepoint restored here
 		// from another store (whose sink holds the output before it).

@@ -207,3 +207,29 @@ func forgedCommit(id, output string) string {
 	sum := sha256.Sum256([]byte(output))
 	return "committed " + id + " " + demo.StagedKey(id, "e1") + " sha256:" + hex.EncodeToString(sum[:]) + "\n" + output
 }
+
+// The README's rollback, as a new user plays it: the demo crashes, a
+// savepoint is created, the demo completes, the savepoint is restored on
+// the same store (a new lineage), and every later demo run checks OK.
+func TestDemoRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	store := fileURL(filepath.Join(dir, "store"))
+	if _, errOut, code := tm(t, "", demoArgs(dir, store, "--crash-after-records", "10000")...); code != exitCrashed {
+		t.Fatalf("crashing demo: exit %d, want %d\n%s", code, exitCrashed, errOut)
+	}
+	must(t, store, "savepoint", "create", "mid")
+	must(t, "", demoArgs(dir, store)...)
+	if out := must(t, store, "savepoint", "restore", "mid"); !strings.Contains(out, "a new lineage") {
+		t.Fatalf("savepoint restore: %q, want a new lineage", out)
+	}
+	out, errOut, code := tm(t, "", demoArgs(dir, store)...)
+	if code != 0 || !strings.Contains(out, "exactly-once: OK, 20000 records, 300 words") ||
+		!strings.Contains(out, "abandoned by a rollback to a savepoint, not counted") || !strings.Contains(errOut, "(restore)") {
+		t.Fatalf("demo after the rollback: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var res map[string]any
+	mustJSON(t, "", &res, demoArgs(dir, store)...)
+	if n, _ := res["abandoned_lineage_transactions"].(float64); res["exactly_once"] != true || n == 0 {
+		t.Fatalf("demo JSON after the rollback %v: want exactly_once and the abandoned transactions counted", res)
+	}
+}
