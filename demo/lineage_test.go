@@ -211,7 +211,9 @@ func committedIDs(t *testing.T, bs blobstore.Blobstore, keep func(string) bool) 
 func TestRunWorkersRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
 	bs := fileStore(t)
 	wc, _ := workersNode(t, bs, 2, nil)
-	if _, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{CrashAfter: 4000}), wc); !errors.Is(err, ErrCrashed) {
+	// A checkpoint every 2000 records, one in flight: the cut at 4000
+	// waits for the first to complete, so by 6000 one has.
+	if _, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{CrashAfter: 6000}), wc); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crashing run: %v, want ErrCrashed", err)
 	}
 	sp, off := savepointOf(t, bs, "mid")
