@@ -177,6 +177,14 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		// leave its objects owned by no checkpoint.
 		return usagef("demo: --remote-state does not work with --workers yet")
 	}
+	// Before anything opens the store (the default one is inside the
+	// dir) or writes a local file: a second demo on this dir would
+	// corrupt the first one's live state and checkpoints.
+	unlock, err := lockDemoDir(f.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	storeURL, err := a.demoStoreURL(f.dir)
 	if err != nil {
 		return err
@@ -319,6 +327,21 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 		return fmt.Errorf("%w (another process took over this store's job: stop one of them)", err)
 	}
 	return err
+}
+
+// lockDemoDir takes the lock of a demo's (or a worker's) --dir
+// (demo.LockDir), saying what to do when another process holds it.
+func lockDemoDir(dir string) (func(), error) {
+	unlock, err := demo.LockDir(dir)
+	var le *demo.DirLockedError
+	if errors.As(err, &le) {
+		pid := "pid unknown"
+		if le.PID > 0 {
+			pid = fmt.Sprintf("pid %d", le.PID)
+		}
+		return nil, fmt.Errorf("another tidemark process is using --dir %s (%s); wait for it to end or use another --dir", dir, pid)
+	}
+	return unlock, err
 }
 
 // errInterrupted is the error of a demo stopped by Ctrl-C or SIGTERM

@@ -82,6 +82,11 @@ without --worker-listen starts its workers itself.`,
 			if coord == "" || slot < 0 || dir == "" {
 				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
 			}
+			unlock, err := lockDemoDir(dir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			cfg := demo.WorkerConfig{
 				Coordinator: coord,
 				Slot:        slot,
@@ -96,7 +101,7 @@ without --worker-listen starts its workers itself.`,
 				}
 				defer stop()
 			}
-			err := demo.ServeWorker(cmd.Context(), cfg)
+			err = demo.ServeWorker(cmd.Context(), cfg)
 			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
 				// Interrupted (Ctrl-C reaches the coordinator and the
 				// workers it started alike): the coordinator says so.
