@@ -82,6 +82,9 @@ without --worker-listen starts its workers itself.`,
 			if coord == "" || slot < 0 || dir == "" {
 				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
 			}
+			if err := checkHostPort(coord); err != nil {
+				return usagef("demo worker: --coordinator %s: %v", coord, err)
+			}
 			unlock, err := lockDemoDir(dir)
 			if err != nil {
 				return err
@@ -93,6 +96,7 @@ without --worker-listen starts its workers itself.`,
 				Dir:         dir,
 				Token:       a.env.getenv(workerTokenEnv),
 				Logger:      a.logger,
+				Notify:      func(msg string) { fmt.Fprintf(a.env.stderr, "tidemark demo worker (slot %d): %s\n", slot, msg) },
 			}
 			if metricsAddr != "" {
 				stop, err := a.serveWorkerMetrics(cmd.Context(), metricsAddr, &cfg)
@@ -116,6 +120,19 @@ without --worker-listen starts its workers itself.`,
 	fl.StringVar(&dir, "dir", "", "local working directory of the worker (should be empty)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics (its parts, restores and store operations) at http://ADDR/metrics (empty: none)")
 	return cmd
+}
+
+// checkHostPort checks a worker's --coordinator: HOST:PORT with a port
+// number (the host may be empty: this host).
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want HOST:PORT, for example coordinator:7070")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: want a number, 1 to 65535", port)
+	}
+	return nil
 }
 
 // serveWorkerMetrics serves the metrics of the worker of cfg at addr: its
@@ -201,10 +218,20 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		switch e.Event {
 		case "joined":
 			say("worker %d joined: %s", e.Slot, e.Worker)
+		case "standby":
+			say("a worker for slot %d connected (%s) while the slot has a live worker (%s): keeping it as its standby (it takes over if that worker is lost)", e.Slot, e.Worker, e.Live)
 		case "refused":
 			say("refused a worker that connected: %v; still waiting for the workers of slots 0..%d", e.Err, w.workers-1)
 		case "lost":
-			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, a new worker takes over its owners", e.Slot, e.Worker, e.Err)
+			next := fmt.Sprintf("starting a new worker for slot %d", e.Slot)
+			switch {
+			case e.Standby != "":
+				next = fmt.Sprintf("its standby %s takes over", e.Standby)
+			case w.listen != "":
+				next = fmt.Sprintf("waiting up to %v (--worker-join-timeout) for a new worker of slot %d: start one with tidemark demo worker --coordinator %s --slot %d",
+					w.joinTimeout, e.Slot, workerAddr(l.Addr()), e.Slot)
+			}
+			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, %s", e.Slot, e.Worker, e.Err, next)
 		case "opened":
 			from := "empty"
 			switch {
@@ -224,6 +251,20 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
 	})
+}
+
+// workerAddr is the address workers reach a coordinator listening on
+// addr at, as --coordinator takes it: HOST:PORT when addr is every
+// interface of this host (its name depends on where the worker runs).
+func workerAddr(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "HOST:" + port
+	}
+	return addr.String()
 }
 
 // syncWriter serializes the writes of the coordinator and its children.
