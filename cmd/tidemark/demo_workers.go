@@ -53,7 +53,7 @@ func (f workersFlags) check() error {
 	case f.workers > demo.DefaultOwners:
 		return usagef("demo: --workers %d: the job has %d owners (partitions of the state), so at most %d workers", f.workers, demo.DefaultOwners, demo.DefaultOwners)
 	case f.workers == 0 && (f.listen != "" || f.killWorkerAfter > 0):
-		return usagef("demo: --worker-listen and --kill-worker-after-records need --workers")
+		return usagef("demo: %s --workers", needWorkers(f))
 	case f.listen != "" && f.killWorkerAfter > 0:
 		return usagef("demo: --kill-worker-after-records kills a worker this process started: not with --worker-listen")
 	case f.workerTimeout <= 0 || f.joinTimeout <= 0:
@@ -208,20 +208,28 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}, token: wc.Token}
 		defer cl.close()
 		wc.Launcher = cl
-	} else {
-		say("waiting for %s on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", plural(w.workers, "worker"), l.Addr())
-		if wc.Token == "" {
-			say("warning: $%s is not set: any process that reaches %s can join this job as a worker", workerTokenEnv, l.Addr())
-		}
 	}
 	wc.OnWorker = func(e demo.WorkerEvent) {
 		switch e.Event {
+		case "waiting":
+			// Said once the job passed its checks: a refused run never
+			// waited for anyone.
+			if w.listen != "" {
+				say("waiting up to %v for %s on %s (tidemark demo worker --coordinator %s --slot K)", w.joinTimeout, plural(w.workers, "worker"), l.Addr(), workerAddr(l.Addr()))
+				if wc.Token == "" {
+					say("warning: $%s is not set: any process that reaches %s can join this job as a worker", workerTokenEnv, l.Addr())
+				}
+			}
 		case "joined":
 			say("worker %d joined: %s", e.Slot, e.Worker)
 		case "standby":
 			say("a worker for slot %d connected (%s) while the slot has a live worker (%s): keeping it as its standby (it takes over if that worker is lost)", e.Slot, e.Worker, e.Live)
 		case "refused":
-			say("refused a worker that connected: %v; still waiting for the workers of slots 0..%d", e.Err, w.workers-1)
+			still := ""
+			if len(e.Missing) > 0 {
+				still = "; still waiting for " + slotsOf(e.Missing)
+			}
+			say("refused a worker that connected: %v%s", e.Err, still)
 		case "lost":
 			next := fmt.Sprintf("starting a new worker for slot %d", e.Slot)
 			switch {
@@ -253,6 +261,19 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 	})
 }
 
+// slotsOf says which slots: "the worker of slot 1", "the workers of
+// slots 0, 2".
+func slotsOf(slots []int) string {
+	s := make([]string, len(slots))
+	for i, n := range slots {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) == 1 {
+		return "the worker of slot " + s[0]
+	}
+	return "the workers of slots " + strings.Join(s, ", ")
+}
+
 // workerAddr is the address workers reach a coordinator listening on
 // addr at, as --coordinator takes it: HOST:PORT when addr is every
 // interface of this host (its name depends on where the worker runs).
@@ -265,6 +286,22 @@ func workerAddr(addr net.Addr) string {
 		return "HOST:" + port
 	}
 	return addr.String()
+}
+
+// needWorkers names the flags given of those that need --workers, with
+// the verb: "--worker-listen needs", or both flags and "need".
+func needWorkers(f workersFlags) string {
+	var given []string
+	if f.listen != "" {
+		given = append(given, "--worker-listen")
+	}
+	if f.killWorkerAfter > 0 {
+		given = append(given, "--kill-worker-after-records")
+	}
+	if len(given) == 1 {
+		return given[0] + " needs"
+	}
+	return strings.Join(given, " and ") + " need"
 }
 
 // syncWriter serializes the writes of the coordinator and its children.
