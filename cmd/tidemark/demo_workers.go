@@ -73,7 +73,12 @@ func (a *app) demoWorkerCmd() *cobra.Command {
 		Long: `worker connects to the coordinator of a demo job run with --workers, holds the
 state of the owners the coordinator assigns to it, and saves them as its part of
 every checkpoint, in the store the coordinator names. A coordinator started
-without --worker-listen starts its workers itself.`,
+without --worker-listen starts its workers itself.
+
+--coordinator is HOST:PORT; a worker retries a coordinator that does not listen
+yet for a minute, saying so. A worker started for a slot that has a live worker
+is told so and waits as that slot's standby: it takes over if the live worker
+is lost. --dir is locked while the worker runs: one worker per directory.`,
 		Example: `  tidemark demo --workers 3 --worker-listen :7070 --store s3://…   # the coordinator
   tidemark demo worker --coordinator coordinator:7070 --slot 0 --dir /work/node`,
 		Hidden: true,
