@@ -76,11 +76,21 @@ func checkRemoteConfig(cfg Config) error {
 // the store (a migration). State in remote mode, either level setting,
 // opens in remote mode with either. Remote state resumed in local mode is
 // refused: Pebble needs the store to read its tables.
+//
+// A run with workers (r.workers) is refused any checkpoint in remote
+// mode: workers open their state from local disk, and a job in remote
+// state runs in one process only.
 func (r *runner) sameStateMode(cp *checkpoint.CheckpointData, ops operatorState) error {
 	_, remote, _ := ParseRemoteState(r.cfg.RemoteState)
-	if ops.RemoteState != RemoteStateOff && !remote {
-		return fmt.Errorf("%w (%s levels in the store, written with --remote-state=%s): checkpoint %s cannot be opened in local mode; run again with --remote-state",
-			ErrStateMode, ops.RemoteState, ops.RemoteState, cp.ID)
+	switch {
+	case ops.RemoteState == RemoteStateOff:
+		return nil
+	case r.workers:
+		return fmt.Errorf("%w (%s levels in the store, written with --remote-state=%s): checkpoint %s: a job in remote state cannot run with workers; resume it without --workers, with --remote-state=%s",
+			ErrStateMode, ops.RemoteState, ops.RemoteState, cp.ID, ops.RemoteState)
+	case !remote:
+		return fmt.Errorf("%w (%s levels in the store, written with --remote-state=%s): checkpoint %s cannot be opened in local mode; run again with --remote-state=%s",
+			ErrStateMode, ops.RemoteState, ops.RemoteState, cp.ID, ops.RemoteState)
 	}
 	return nil
 }

@@ -89,23 +89,41 @@ type WorkersConfig struct {
 	// MaxReplacements bounds how many lost workers one run replaces
 	// before it gives up. Default: DefaultMaxReplacements.
 	MaxReplacements int
-	// OnWorker, if set, hears of workers joining, being lost, refused and
-	// the owners each one opens. Calls are one at a time (and never at
-	// once with Progress), from the run's goroutine or, for a refusal,
-	// from the one that read the refused worker's hello.
+	// OnWorker, if set, hears of the coordinator waiting for workers, of
+	// workers joining, kept as standbys, being lost, refused and the
+	// owners each one opens. Calls are one at a time (and never at once
+	// with Progress), from the run's goroutine or, for a refusal or a
+	// standby, from the one that read the worker's hello.
 	OnWorker func(WorkerEvent)
 }
 
 // WorkerEvent is something that happened to a worker of RunWorkers.
 type WorkerEvent struct {
-	// Event is "joined", "lost", "opened" or "refused" (a worker that
-	// connected with a slot out of range or an invalid id: Err says why;
-	// the coordinator goes on waiting for the workers of its slots).
+	// Event is one of
+	//   - "waiting": the coordinator waits (up to JoinTimeout) for the
+	//     workers of the slots in Missing, at the start;
+	//   - "joined": the worker of Slot joined;
+	//   - "standby": a worker connected for Slot, whose live worker is
+	//     Live: it waits as the slot's standby (it was told so), and takes
+	//     over if Live is lost;
+	//   - "lost": the worker of Slot was lost (Err says how); Standby, if
+	//     not "", is the standby that takes over, else a new worker is
+	//     launched or, without a Launcher, waited for (JoinTimeout);
+	//   - "opened": a worker opened its owners;
+	//   - "refused": a worker that connected was refused (a wrong token, a
+	//     slot out of range, an invalid id, or a standby replaced by a
+	//     newer one): Err says why, and the worker was told.
 	Event  string
 	Slot   int
 	Worker string
 	// Err is why a worker was lost or refused.
 	Err error
+	// Missing is, for "waiting" and "refused", the slots the coordinator
+	// is waiting for (nil when it is not waiting: the job runs).
+	Missing []int
+	// Live is, for "standby", the id of the slot's live worker; Standby,
+	// for "lost", the id of the standby that takes over ("" if none).
+	Live, Standby string
 	// Checkpoint is the checkpoint a worker opened its owners from (""
 	// for an empty start); Owners the owners it opened; Downloaded those
 	// of them it restored from the store rather than from its own disk.
@@ -217,8 +235,14 @@ type wcoord struct {
 	base    Base
 	lineage lineageRun // the lineage of this run's checkpoints
 
+	// slotsMu guards live (its changes: the run's goroutine reads it
+	// without), pending, missing and over, which the goroutines that read
+	// the workers' hellos consult to answer a worker at once.
+	slotsMu sync.Mutex
 	live    map[int]*remoteWorker // slot → its worker
-	pending map[int]arrival       // workers that connected before they were needed
+	pending map[int]arrival       // standbys: workers of slots that have one
+	missing map[int]bool          // the slots join waits for (nil: not joining)
+	over    bool                  // shut down: close every newcomer
 	arrive  chan arrival
 	done    chan struct{}
 	closed  sync.Once
@@ -255,6 +279,9 @@ func (c *wcoord) shutdown() {
 	c.closed.Do(func() {
 		close(c.done)
 		_ = c.wc.Listener.Close()
+		c.slotsMu.Lock()
+		defer c.slotsMu.Unlock()
+		c.over = true
 		for _, w := range c.live {
 			w.close()
 		}
@@ -296,7 +323,7 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 	}
 
 	// 2. The workers.
-	go acceptWorkers(c.wc.Listener, c.arrive, c.done, 30*time.Second, c.refuse)
+	go acceptWorkers(c.wc.Listener, c.arrive, c.done, 30*time.Second, c.admit)
 	for slot := range c.wc.Workers {
 		if err := c.launch(ctx, slot); err != nil {
 			return res, err
@@ -372,9 +399,10 @@ func (c *wcoord) launch(ctx context.Context, slot int) error {
 }
 
 // join waits until every slot has a live worker (only the slots in need,
-// when need is not nil), taking workers that connected early first.
+// when need is not nil), taking the slots' standbys first.
 func (c *wcoord) join(ctx context.Context, need []int) error {
-	if need == nil {
+	start := need == nil
+	if start {
 		for s := range c.wc.Workers {
 			need = append(need, s)
 		}
@@ -383,35 +411,46 @@ func (c *wcoord) join(ctx context.Context, need []int) error {
 	for _, s := range need {
 		missing[s] = true
 	}
+	// Under slotsMu: take a's slot, or make a its standby.
 	take := func(a arrival) {
-		w := &remoteWorker{slot: a.hello.Slot, id: a.hello.Worker, c: a.c}
-		c.live[w.slot] = w
-		delete(missing, w.slot)
-		c.event(WorkerEvent{Event: "joined", Slot: w.slot, Worker: w.id})
+		s := a.hello.Slot
+		if !missing[s] {
+			c.standbyLocked(a)
+			return
+		}
+		w := &remoteWorker{slot: s, id: a.hello.Worker, c: a.c}
+		c.live[s] = w
+		delete(missing, s)
+		c.event(WorkerEvent{Event: "joined", Slot: s, Worker: w.id})
 	}
+	c.slotsMu.Lock()
 	for s := range missing {
 		if a, ok := c.pending[s]; ok {
 			delete(c.pending, s)
 			take(a)
 		}
 	}
+	c.missing = missing
+	waiting := slices.Sorted(maps.Keys(missing))
+	c.slotsMu.Unlock()
+	defer func() {
+		c.slotsMu.Lock()
+		c.missing = nil
+		c.slotsMu.Unlock()
+	}()
+	if start && len(waiting) > 0 {
+		c.event(WorkerEvent{Event: "waiting", Missing: waiting})
+	}
 	timer := time.NewTimer(c.wc.JoinTimeout)
 	defer timer.Stop()
+	// missing changes only here, under slotsMu: this goroutine reads it
+	// without.
 	for len(missing) > 0 {
 		select {
 		case a := <-c.arrive:
-			s := a.hello.Slot
-			switch {
-			case missing[s]:
-				take(a)
-			default:
-				// A worker for a slot that has one: keep it for when that
-				// slot's worker is lost (the newest one wins).
-				if old, ok := c.pending[s]; ok {
-					_ = old.c.close()
-				}
-				c.pending[s] = a
-			}
+			c.slotsMu.Lock()
+			take(a)
+			c.slotsMu.Unlock()
 		case <-timer.C:
 			return fmt.Errorf("demo: %d of %d workers did not connect to %s within %v (slots %v)",
 				len(missing), c.wc.Workers, c.wc.Listener.Addr(), c.wc.JoinTimeout, slices.Sorted(maps.Keys(missing)))
@@ -422,15 +461,22 @@ func (c *wcoord) join(ctx context.Context, need []int) error {
 	return nil
 }
 
-// replace drops the lost worker and waits for the new one of its slot.
+// replace drops the lost worker and waits for the new one of its slot:
+// its standby, if it has one, else a worker launched anew or, without a
+// Launcher, started by someone else.
 func (c *wcoord) replace(ctx context.Context, lost *workerLostError) error {
+	c.slotsMu.Lock()
 	if w, ok := c.live[lost.slot]; ok && w.id == lost.worker {
 		w.close()
 		delete(c.live, lost.slot)
 	}
-	c.event(WorkerEvent{Event: "lost", Slot: lost.slot, Worker: lost.worker, Err: lost.err})
-	if err := c.launch(ctx, lost.slot); err != nil {
-		return err
+	standby := c.pending[lost.slot].hello.Worker
+	c.slotsMu.Unlock()
+	c.event(WorkerEvent{Event: "lost", Slot: lost.slot, Worker: lost.worker, Err: lost.err, Standby: standby})
+	if standby == "" {
+		if err := c.launch(ctx, lost.slot); err != nil {
+			return err
+		}
 	}
 	return c.join(ctx, []int{lost.slot})
 }
@@ -441,6 +487,15 @@ func (c *wcoord) stopWorkers(ctx context.Context) {
 		_, err := w.call(ctx, 10*time.Second, &wireRequest{Op: opStop})
 		return err
 	})
+	// The standbys too: they exit as the workers do, not as if the
+	// coordinator had died.
+	c.slotsMu.Lock()
+	defer c.slotsMu.Unlock()
+	for s, a := range c.pending {
+		_ = a.c.sendNow(wireRequest{Op: opStop})
+		_ = a.c.close()
+		delete(c.pending, s)
+	}
 }
 
 // each runs f on every live worker in parallel and returns the first

@@ -4,9 +4,72 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 )
+
+// admit answers the hello of a worker that connected, at once: it
+// refuses it (refuse), keeps it as its slot's standby when the slot has
+// a live worker (telling it so), or returns true: the worker is for a
+// slot join waits for, or will.
+func (c *wcoord) admit(a arrival) bool {
+	if c.refuse(a) != nil {
+		return false
+	}
+	c.slotsMu.Lock()
+	defer c.slotsMu.Unlock()
+	if c.over {
+		_ = a.c.close()
+		return false
+	}
+	if _, ok := c.live[a.hello.Slot]; !ok {
+		return true
+	}
+	c.standbyLocked(a)
+	return false
+}
+
+// standbyLocked keeps a, a worker for a slot that has a live worker, as
+// the slot's standby: it tells it so (it waits for its first request,
+// which comes if the live worker is lost) and reports a "standby" event.
+// A previous standby of the slot is refused: the newest one wins (the
+// previous one may be a worker restarted since). c.slotsMu is held.
+func (c *wcoord) standbyLocked(a arrival) {
+	s := a.hello.Slot
+	if c.over {
+		_ = a.c.close()
+		return
+	}
+	if old, ok := c.pending[s]; ok {
+		err := fmt.Errorf("worker %s connected as the standby of slot %d since: it replaces this one", a.hello.Worker, s)
+		_ = old.c.sendNow(wireRequest{Op: opRefuse, Reason: err.Error()})
+		_ = old.c.close()
+		c.event(WorkerEvent{Event: "refused", Slot: s, Worker: old.hello.Worker, Err: err, Missing: c.missingLocked()})
+	}
+	live := ""
+	if w := c.live[s]; w != nil {
+		live = w.id
+	}
+	msg := fmt.Sprintf("slot %d has a live worker (%s); waiting as its standby (it takes over if that worker is lost)", s, live)
+	if err := a.c.sendNow(wireRequest{Op: opStandby, Reason: msg}); err != nil {
+		_ = a.c.close()
+		delete(c.pending, s)
+		return
+	}
+	c.pending[s] = a
+	c.event(WorkerEvent{Event: "standby", Slot: s, Worker: a.hello.Worker, Live: live})
+}
+
+// missingLocked returns the slots join waits for, sorted (nil: it does
+// not wait). c.slotsMu is held.
+func (c *wcoord) missingLocked() []int {
+	if len(c.missing) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(c.missing))
+}
 
 // refuse checks the hello of a worker that connected: a missing or wrong
 // token (WorkersConfig.Token), a slot out of range, or an invalid worker
@@ -25,8 +88,11 @@ func (c *wcoord) refuse(a arrival) error {
 	if err == nil {
 		return nil
 	}
-	_ = a.c.send(wireRequest{Op: opRefuse, Reason: err.Error()})
+	_ = a.c.sendNow(wireRequest{Op: opRefuse, Reason: err.Error()})
 	_ = a.c.close()
-	c.event(WorkerEvent{Event: "refused", Slot: s, Worker: a.hello.Worker, Err: err})
+	c.slotsMu.Lock()
+	missing := c.missingLocked()
+	c.slotsMu.Unlock()
+	c.event(WorkerEvent{Event: "refused", Slot: s, Worker: a.hello.Worker, Err: err, Missing: missing})
 	return err
 }

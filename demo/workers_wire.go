@@ -18,8 +18,8 @@ import (
 // of the job: everything a worker restores comes from the store.
 
 // wireVersion is the protocol version a worker states in its hello; the
-// coordinator refuses another one.
-const wireVersion = 1
+// coordinator refuses another one. Version 2 added opStandby.
+const wireVersion = 2
 
 // Operations of a wireRequest.
 const (
@@ -28,6 +28,10 @@ const (
 	opBarrier = "barrier" // checkpoint the owners and save their parts
 	opStop    = "stop"    // the job is done: exit
 	opRefuse  = "refuse"  // the answer to a hello the coordinator refuses: Reason says why
+	// opStandby tells a worker that connected for a slot that has a live
+	// worker that it waits as that slot's standby (Reason says so, for
+	// the worker to print). It takes no reply.
+	opStandby = "standby"
 )
 
 // wireHello is the first message of a worker.
@@ -226,9 +230,10 @@ type arrival struct {
 
 // acceptWorkers accepts connections on l until it is closed and sends
 // every worker that says a valid hello within helloTimeout, and that
-// refuse lets through, to out. A refused worker is refused as soon as it
-// says hello, not when the coordinator next waits for workers.
-func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, helloTimeout time.Duration, refuse func(arrival) error) {
+// admit passes on, to out. admit answers the others at once, as soon as
+// they say hello, not when the coordinator next waits for workers: it
+// refuses them or keeps them as standbys.
+func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, helloTimeout time.Duration, admit func(arrival) bool) {
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -253,8 +258,8 @@ func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, hel
 			}
 			_ = conn.SetDeadline(time.Time{})
 			a := arrival{hello: h, c: c}
-			if refuse(a) != nil {
-				return // told why, closed and reported at once, mid-run too
+			if !admit(a) {
+				return // refused (told why, closed and reported) or kept as a standby
 			}
 			select {
 			case out <- a:
@@ -263,4 +268,12 @@ func acceptWorkers(l net.Listener, out chan<- arrival, done <-chan struct{}, hel
 			}
 		}()
 	}
+}
+
+// sendNow sends req on c within a few seconds: a worker that does not
+// read it then is not worth waiting for.
+func (c *wireConn) sendNow(req wireRequest) error {
+	_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	defer func() { _ = c.conn.SetWriteDeadline(time.Time{}) }()
+	return c.send(req)
 }

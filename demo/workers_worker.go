@@ -42,6 +42,11 @@ type WorkerConfig struct {
 	// DialTimeout bounds how long the worker tries to reach the
 	// coordinator (it may start first). Default: one minute.
 	DialTimeout time.Duration
+	// Notify, if set, is told what the worker waits for, for its user:
+	// that the coordinator is not reachable yet (once, when the first
+	// attempt fails), that it waits as the standby of a slot that has a
+	// live worker. Default: the Logger, at level info.
+	Notify func(msg string)
 	// Logger receives the worker's log. Default: discard.
 	Logger *slog.Logger
 	// Observer, if set, hears of the worker's restores and, if it is a
@@ -83,12 +88,18 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Notify == nil {
+		cfg.Notify = func(msg string) { cfg.Logger.Info("demo worker: " + msg) }
+	}
+	if _, _, err := net.SplitHostPort(cfg.Coordinator); err != nil {
+		return fmt.Errorf("demo: worker: coordinator address %q: want HOST:PORT: %w", cfg.Coordinator, err)
+	}
 	w := &workerProc{cfg: cfg, id: blobstorage.NewWorkerID(fmt.Sprintf("slot%d", cfg.Slot)), saved: map[string]map[string]bool{}}
 	if err := blobstorage.ValidateWorkerID(w.id); err != nil {
 		return fmt.Errorf("demo: worker: %w", err)
 	}
 	defer w.closeStores()
-	conn, err := dialCoordinator(ctx, cfg.Coordinator, cfg.DialTimeout)
+	conn, err := dialCoordinator(ctx, cfg.Coordinator, cfg.DialTimeout, cfg.Notify)
 	if err != nil {
 		return err
 	}
@@ -113,6 +124,10 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 		}
 		if req.Op == opRefuse {
 			return fmt.Errorf("demo: worker %s: %w: %s", w.id, ErrWorkerRefused, req.Reason)
+		}
+		if req.Op == opStandby {
+			cfg.Notify(req.Reason)
+			continue
 		}
 		if req.Op == opStop {
 			_ = c.send(wireReply{})
@@ -168,11 +183,14 @@ func handleWatched(ctx context.Context, c *wireConn, handle func(context.Context
 }
 
 // dialCoordinator connects to addr, retrying until timeout: the
-// coordinator may not listen yet.
-func dialCoordinator(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+// coordinator may not listen yet. When the first attempt fails it tells
+// notify that it waits; its error says why the last attempt failed, when
+// ctx ends the wait too.
+func dialCoordinator(ctx context.Context, addr string, timeout time.Duration, notify func(string)) (net.Conn, error) {
 	deadline := time.Now().Add(timeout)
 	var d net.Dialer
-	for {
+	var last error // the last attempt's error that was not ctx's
+	for attempt := 0; ; attempt++ {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		conn, err := d.DialContext(dctx, "tcp", addr)
 		cancel()
@@ -180,17 +198,30 @@ func dialCoordinator(ctx context.Context, addr string, timeout time.Duration) (n
 			return conn, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, unreachable(addr, ctx.Err(), last)
 		}
+		last = err
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("demo: worker: reach the coordinator at %s: %w", addr, err)
+		}
+		if attempt == 0 {
+			notify(fmt.Sprintf("waiting for the coordinator at %s (up to %v)…", addr, timeout))
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, unreachable(addr, ctx.Err(), last)
 		}
 	}
+}
+
+// unreachable is dialCoordinator's error when ctx ended the wait (ctxErr):
+// it keeps why the coordinator could not be reached.
+func unreachable(addr string, ctxErr, last error) error {
+	if last == nil {
+		return fmt.Errorf("demo: worker: reach the coordinator at %s: %w", addr, ctxErr)
+	}
+	return fmt.Errorf("demo: worker: the coordinator at %s was unreachable (%v): %w", addr, last, ctxErr)
 }
 
 // workerProc is the state of one worker process.

@@ -43,6 +43,8 @@ type demoFlags struct {
 	outage      time.Duration
 	metricsAddr string
 	remoteState string
+	// remoteStateSet: --remote-state was given (its value may be empty).
+	remoteStateSet bool
 	workersFlags
 }
 
@@ -119,7 +121,10 @@ offset in demo/base for later runs.`,
   tidemark demo --remote-state                    # tables in the store: instant resume
   tidemark demo --store 's3://tidemark/wordcount?endpoint=http://127.0.0.1:9000&path_style=true'`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.remoteStateSet = cmd.Flags().Changed("remote-state")
+			return a.runDemo(cmd.Context(), f)
+		},
 	}
 	fl := cmd.Flags()
 	// The demo's own --store (it shadows the global one, which would say
@@ -136,7 +141,7 @@ offset in demo/base for later runs.`,
 	fl.IntVar(&f.batch, "batch", demo.DefaultBatch, "records per batch")
 	fl.IntVar(&f.concurrency, "concurrency", blobstorage.DefaultConcurrency, "parallel uploads and downloads (0: the default)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (for example 127.0.0.1:9464; empty: none)")
-	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all. A job in remote state cannot resume without it")
+	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all (an empty value is refused). A job in remote state cannot resume without it")
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
 	a.addWorkersFlags(cmd, &f.workersFlags)
@@ -166,6 +171,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if f.concurrency < 0 || f.slow < 0 || f.outage < 0 {
 		return usagef("demo: --concurrency, --slow and --outage-tolerance must not be negative")
 	}
+	if f.remoteStateSet && f.remoteState == "" {
+		return usagef("demo: --remote-state= has an empty value: want all or lower (leave the flag out for state on local disk)")
+	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
 	}
@@ -177,6 +185,14 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		// leave its objects owned by no checkpoint.
 		return usagef("demo: --remote-state does not work with --workers yet")
 	}
+	// Before anything opens the store (the default one is inside the
+	// dir) or writes a local file: a second demo on this dir would
+	// corrupt the first one's live state and checkpoints.
+	unlock, err := lockDemoDir(f.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	storeURL, err := a.demoStoreURL(f.dir)
 	if err != nil {
 		return err
@@ -323,6 +339,21 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 		return fmt.Errorf("%w (another process took over this store's job: stop one of them)", err)
 	}
 	return err
+}
+
+// lockDemoDir takes the lock of a demo's (or a worker's) --dir
+// (demo.LockDir), saying what to do when another process holds it.
+func lockDemoDir(dir string) (func(), error) {
+	unlock, err := demo.LockDir(dir)
+	var le *demo.DirLockedError
+	if errors.As(err, &le) {
+		pid := "pid unknown"
+		if le.PID > 0 {
+			pid = fmt.Sprintf("pid %d", le.PID)
+		}
+		return nil, fmt.Errorf("another tidemark process is using --dir %s (%s); wait for it to end or use another --dir", dir, pid)
+	}
+	return unlock, err
 }
 
 // errInterrupted is the error of a demo stopped by Ctrl-C or SIGTERM

@@ -53,7 +53,7 @@ func (f workersFlags) check() error {
 	case f.workers > demo.DefaultOwners:
 		return usagef("demo: --workers %d: the job has %d owners (partitions of the state), so at most %d workers", f.workers, demo.DefaultOwners, demo.DefaultOwners)
 	case f.workers == 0 && (f.listen != "" || f.killWorkerAfter > 0):
-		return usagef("demo: --worker-listen and --kill-worker-after-records need --workers")
+		return usagef("demo: %s --workers", needWorkers(f))
 	case f.listen != "" && f.killWorkerAfter > 0:
 		return usagef("demo: --kill-worker-after-records kills a worker this process started: not with --worker-listen")
 	case f.workerTimeout <= 0 || f.joinTimeout <= 0:
@@ -73,7 +73,12 @@ func (a *app) demoWorkerCmd() *cobra.Command {
 		Long: `worker connects to the coordinator of a demo job run with --workers, holds the
 state of the owners the coordinator assigns to it, and saves them as its part of
 every checkpoint, in the store the coordinator names. A coordinator started
-without --worker-listen starts its workers itself.`,
+without --worker-listen starts its workers itself.
+
+--coordinator is HOST:PORT; a worker retries a coordinator that does not listen
+yet for a minute, saying so. A worker started for a slot that has a live worker
+is told so and waits as that slot's standby: it takes over if the live worker
+is lost. --dir is locked while the worker runs: one worker per directory.`,
 		Example: `  tidemark demo --workers 3 --worker-listen :7070 --store s3://…   # the coordinator
   tidemark demo worker --coordinator coordinator:7070 --slot 0 --dir /work/node`,
 		Hidden: true,
@@ -82,12 +87,21 @@ without --worker-listen starts its workers itself.`,
 			if coord == "" || slot < 0 || dir == "" {
 				return usagef("demo worker: --coordinator, --slot (≥ 0) and --dir are required")
 			}
+			if err := checkHostPort(coord); err != nil {
+				return usagef("demo worker: --coordinator %s: %v", coord, err)
+			}
+			unlock, err := lockDemoDir(dir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			cfg := demo.WorkerConfig{
 				Coordinator: coord,
 				Slot:        slot,
 				Dir:         dir,
 				Token:       a.env.getenv(workerTokenEnv),
 				Logger:      a.logger,
+				Notify:      func(msg string) { fmt.Fprintf(a.env.stderr, "tidemark demo worker (slot %d): %s\n", slot, msg) },
 			}
 			if metricsAddr != "" {
 				stop, err := a.serveWorkerMetrics(cmd.Context(), metricsAddr, &cfg)
@@ -96,7 +110,7 @@ without --worker-listen starts its workers itself.`,
 				}
 				defer stop()
 			}
-			err := demo.ServeWorker(cmd.Context(), cfg)
+			err = demo.ServeWorker(cmd.Context(), cfg)
 			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
 				// Interrupted (Ctrl-C reaches the coordinator and the
 				// workers it started alike): the coordinator says so.
@@ -111,6 +125,19 @@ without --worker-listen starts its workers itself.`,
 	fl.StringVar(&dir, "dir", "", "local working directory of the worker (should be empty)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics (its parts, restores and store operations) at http://ADDR/metrics (empty: none)")
 	return cmd
+}
+
+// checkHostPort checks a worker's --coordinator: HOST:PORT with a port
+// number (the host may be empty: this host).
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want HOST:PORT, for example coordinator:7070")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: want a number, 1 to 65535", port)
+	}
+	return nil
 }
 
 // serveWorkerMetrics serves the metrics of the worker of cfg at addr: its
@@ -186,20 +213,38 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}, token: wc.Token}
 		defer cl.close()
 		wc.Launcher = cl
-	} else {
-		say("waiting for %s on %s (tidemark demo worker --coordinator HOST:PORT --slot K)", plural(w.workers, "worker"), l.Addr())
-		if wc.Token == "" {
-			say("warning: $%s is not set: any process that reaches %s can join this job as a worker", workerTokenEnv, l.Addr())
-		}
 	}
 	wc.OnWorker = func(e demo.WorkerEvent) {
 		switch e.Event {
+		case "waiting":
+			// Said once the job passed its checks: a refused run never
+			// waited for anyone.
+			if w.listen != "" {
+				say("waiting up to %v for %s on %s (tidemark demo worker --coordinator %s --slot K)", w.joinTimeout, plural(w.workers, "worker"), l.Addr(), workerAddr(l.Addr()))
+				if wc.Token == "" {
+					say("warning: $%s is not set: any process that reaches %s can join this job as a worker", workerTokenEnv, l.Addr())
+				}
+			}
 		case "joined":
 			say("worker %d joined: %s", e.Slot, e.Worker)
+		case "standby":
+			say("a worker for slot %d connected (%s) while the slot has a live worker (%s): keeping it as its standby (it takes over if that worker is lost)", e.Slot, e.Worker, e.Live)
 		case "refused":
-			say("refused a worker that connected: %v; still waiting for the workers of slots 0..%d", e.Err, w.workers-1)
+			still := ""
+			if len(e.Missing) > 0 {
+				still = "; still waiting for " + slotsOf(e.Missing)
+			}
+			say("refused a worker that connected: %v%s", e.Err, still)
 		case "lost":
-			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, a new worker takes over its owners", e.Slot, e.Worker, e.Err)
+			next := fmt.Sprintf("starting a new worker for slot %d", e.Slot)
+			switch {
+			case e.Standby != "":
+				next = fmt.Sprintf("its standby %s takes over", e.Standby)
+			case w.listen != "":
+				next = fmt.Sprintf("waiting up to %v (--worker-join-timeout) for a new worker of slot %d: start one with tidemark demo worker --coordinator %s --slot %d",
+					w.joinTimeout, e.Slot, workerAddr(l.Addr()), e.Slot)
+			}
+			say("worker %d (%s) lost: %v; abandoning the checkpoint in flight, %s", e.Slot, e.Worker, e.Err, next)
 		case "opened":
 			from := "empty"
 			switch {
@@ -219,6 +264,49 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
 	})
+}
+
+// slotsOf says which slots: "the worker of slot 1", "the workers of
+// slots 0, 2".
+func slotsOf(slots []int) string {
+	s := make([]string, len(slots))
+	for i, n := range slots {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) == 1 {
+		return "the worker of slot " + s[0]
+	}
+	return "the workers of slots " + strings.Join(s, ", ")
+}
+
+// workerAddr is the address workers reach a coordinator listening on
+// addr at, as --coordinator takes it: HOST:PORT when addr is every
+// interface of this host (its name depends on where the worker runs).
+func workerAddr(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "HOST:" + port
+	}
+	return addr.String()
+}
+
+// needWorkers names the flags given of those that need --workers, with
+// the verb: "--worker-listen needs", or both flags and "need".
+func needWorkers(f workersFlags) string {
+	var given []string
+	if f.listen != "" {
+		given = append(given, "--worker-listen")
+	}
+	if f.killWorkerAfter > 0 {
+		given = append(given, "--kill-worker-after-records")
+	}
+	if len(given) == 1 {
+		return given[0] + " needs"
+	}
+	return strings.Join(given, " and ") + " need"
 }
 
 // syncWriter serializes the writes of the coordinator and its children.

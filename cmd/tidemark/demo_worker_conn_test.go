@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A worker's --coordinator that is not HOST:PORT is a usage error at
+// once (it used to retry a dial for a minute), and nothing is written.
+func TestDemoWorkerCoordinatorMustBeHostPort(t *testing.T) {
+	for _, addr := range []string{"nonsense", "coordinator:", "coordinator:http", "coordinator:0", "coordinator:70700", "[::1"} {
+		dir := filepath.Join(t.TempDir(), "w")
+		start := time.Now()
+		_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", "0", "--dir", dir)
+		if code != exitUsage || !strings.Contains(errOut, "--coordinator "+addr) || time.Since(start) > 5*time.Second {
+			t.Fatalf("demo worker --coordinator %s: exit %d after %v, want %d at once naming it:\n%s", addr, code, time.Since(start), exitUsage, errOut)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("demo worker --coordinator %s created its --dir (%v)", addr, err)
+		}
+	}
+}
+
+// A worker whose coordinator is not there yet says at once that it waits
+// for it, and for how long; stopped by --timeout it still says why it
+// could not connect.
+func TestDemoWorkerSaysItWaitsForAnUnreachableCoordinator(t *testing.T) {
+	addr := freeAddr(t) // closed: nothing listens there
+	_, errOut, code := tm(t, "", "--timeout", "1s", "demo", "worker", "--coordinator", addr, "--slot", "0", "--dir", t.TempDir())
+	wait := "waiting for the coordinator at " + addr + " (up to 1m0s)…"
+	why := "the coordinator at " + addr + " was unreachable (dial tcp " + addr + ": connect: connection refused)"
+	if code == 0 || !strings.Contains(errOut, wait) || !strings.Contains(errOut, "timed out (--timeout) after 1s") || !strings.Contains(errOut, why) {
+		t.Fatalf("demo worker --timeout 1s on a closed port: exit %d, want the wait (%q) and the reason (%q):\n%s", code, wait, why, errOut)
+	}
+	if strings.Count(errOut, "waiting for the coordinator") != 1 {
+		t.Errorf("the wait said more than once:\n%s", errOut)
+	}
+}
+
+// A second worker for a slot that has a live worker is told it waits as
+// the slot's standby (the coordinator says so too), and exits 0 when the
+// job is done.
+func TestDemoSecondWorkerOfASlotIsToldItIsAStandby(t *testing.T) {
+	// 40 batches of 200 ms: the job runs for 8 s at least.
+	coord := startCoordinator(t, "200ms", "4000")
+	good := make(chan int, 1)
+	go func() {
+		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
+		good <- code
+	}()
+	time.Sleep(time.Second)
+	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
+	want := "tidemark demo worker (slot 0): slot 0 has a live worker (slot0-"
+	if code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "waiting as its standby (it takes over if that worker is lost)") {
+		t.Fatalf("second worker of slot 0: exit %d, want 0 saying %q…:\n%s", code, want, errOut)
+	}
+	if code := <-good; code != 0 {
+		t.Errorf("the live worker: exit %d", code)
+	}
+	c := <-coord.done
+	if c.code != 0 || !strings.Contains(c.stderr, "a worker for slot 0 connected (slot0-") || !strings.Contains(c.stderr, "keeping it as its standby") {
+		t.Fatalf("coordinator: exit %d, want 0 and the standby:\n%s", c.code, c.stderr)
+	}
+}
