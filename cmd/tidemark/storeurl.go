@@ -80,3 +80,12 @@ func withParam(u *url.URL, name, value string) {
 		u.RawQuery += "&" + p
 	}
 }
+
+// redactURL returns a store URL for a message, its password (if any)
+// redacted.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
