@@ -160,6 +160,9 @@ func (a *app) demoStoreURL(dir string) (string, error) {
 }
 
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
+	if f.dir == "" {
+		return usagef("demo: --dir must not be empty (default %s)", defaultDemoDir)
+	}
 	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
 		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
 	}
@@ -168,6 +171,14 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
+	}
+	if f.crashAfter > f.records {
+		return usagef("demo: --crash-after-records %d is past the end of the source (--records %d): it would never crash", f.crashAfter, f.records)
+	}
+	if f.metricsAddr != "" {
+		if err := checkListenAddr("--metrics-addr", f.metricsAddr, "127.0.0.1:9464"); err != nil {
+			return err
+		}
 	}
 	if err := f.workersFlags.check(); err != nil {
 		return err
