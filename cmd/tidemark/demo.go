@@ -322,6 +322,12 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 		}
 		done()
 		return nil
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errTimedOut):
+		// --timeout, not a signal: say which, keeping the resume hint.
+		cause := context.Cause(ctx)
+		say("%v at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
+			cause, res.EndOffset, orNone(res.LastID))
+		return quietError{cause}
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
 			res.EndOffset, orNone(res.LastID))
