@@ -21,6 +21,7 @@ import (
 const probeScheme = "probetest"
 
 func init() {
+	testSchemes = append(testSchemes, probeScheme)
 	blobstore.Register(probeScheme, func(ctx context.Context, u *url.URL) (blobstore.Blobstore, error) {
 		p := &probing{Blobstore: memstore.New()}
 		if u.Query().Has("marked") {
