@@ -163,11 +163,25 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if f.dir == "" {
 		return usagef("demo: --dir must not be empty (default %s)", defaultDemoDir)
 	}
-	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
-		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
-	}
-	if f.concurrency < 0 || f.slow < 0 || f.outage < 0 {
-		return usagef("demo: --concurrency, --slow and --outage-tolerance must not be negative")
+	// Each flag that is wrong is named alone, with its value.
+	for _, c := range []struct {
+		flag  string
+		bad   bool
+		want  string
+		value any
+	}{
+		{"--records", f.records == 0, "be positive", f.records},
+		{"--words", f.words <= 0, "be positive", f.words},
+		{"--batch", f.batch <= 0, "be positive", f.batch},
+		{"--interval", f.interval <= 0, "be positive", f.interval},
+		{"--keep", f.keep <= 0, "be positive", f.keep},
+		{"--concurrency", f.concurrency < 0, "not be negative", f.concurrency},
+		{"--slow", f.slow < 0, "not be negative", f.slow},
+		{"--outage-tolerance", f.outage < 0, "not be negative", f.outage},
+	} {
+		if c.bad {
+			return usagef("demo: %s must %s, not %v", c.flag, c.want, c.value)
+		}
 	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)

@@ -64,3 +64,23 @@ func TestDemoRefusesFlagValuesItCannotUse(t *testing.T) {
 		}
 	}
 }
+
+// A usage error names the one flag that is wrong, not every flag its
+// check shares.
+func TestAUsageErrorNamesOnlyTheWrongFlag(t *testing.T) {
+	store := ranDemo(t)
+	for _, c := range []struct {
+		args       []string
+		flag, more string
+	}{
+		{[]string{"gc", "--grace", "0"}, "--grace", "--keep"},
+		{[]string{"gc", "--keep", "0"}, "--keep", "--grace"},
+		{demoArgs(t.TempDir(), fileURL(t.TempDir()), "--words", "0"), "--words", "--records"},
+		{demoArgs(t.TempDir(), fileURL(t.TempDir()), "--slow", "-1s"), "--slow", "--concurrency"},
+	} {
+		_, errOut, code := tm(t, store, c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.flag) || strings.Contains(errOut, c.more) {
+			t.Errorf("%v: exit %d, want %d naming %s and not %s\n%s", c.args, code, exitUsage, c.flag, c.more, errOut)
+		}
+	}
+}

@@ -49,8 +49,14 @@ nothing is written there.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if keep <= 0 || grace <= 0 {
-				return usagef("gc: --keep and --grace must be positive")
+			if keep <= 0 {
+				return usagef("gc: --keep must be at least 1, not %d (the latest completed checkpoint is always kept)", keep)
+			}
+			if grace <= 0 {
+				// A save uploads its files before its record names
+				// them: without a grace period gc could delete what a
+				// writer is uploading right now.
+				return usagef("gc: --grace must be positive, not %v: it keeps gc from deleting files a writer has uploaded but not yet recorded", grace)
 			}
 			if dryRun && confirm {
 				return usagef("gc: --dry-run and --confirm contradict each other")

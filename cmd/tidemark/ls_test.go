@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -132,5 +133,28 @@ func copyStore(t *testing.T, src, dst string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A command that needs a store to exist says that the directory does not
+// exist, rather than print "ok" (probe) or "no savepoint" (rm, and cp and
+// restore reading from it), and creates nothing.
+func TestCommandsNeedingAStoreSayItsDirectoryDoesNotExist(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	store, other := fileURL(missing), fileURL(t.TempDir())
+	for _, args := range [][]string{
+		{"probe"},
+		{"savepoint", "rm", "v1"},
+		{"savepoint", "cp", "v1", store, other},
+		{"savepoint", "restore", "v1", "--from", store, "--store", other},
+		{"savepoint", "restore", "v1"},
+	} {
+		out, errOut, code := tm(t, store, args...)
+		if code != exitError || !strings.Contains(errOut, "does not exist") || strings.Contains(out, "ok") {
+			t.Errorf("%v on a missing directory: exit %d, want %d saying it does not exist\nstdout: %s\nstderr: %s", args, code, exitError, out, errOut)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("the missing directory was created (%v)", err)
 	}
 }
