@@ -107,8 +107,9 @@ func TestLsListsEverythingAndExitsThreeOnDamage(t *testing.T) {
 			}
 			if c.key == "_latest-completed" {
 				for _, args := range [][]string{{"show", "latest-completed"}, {"verify", "latest-completed"}} {
-					if _, errOut, code := tm(t, store, args...); code != exitVerify {
-						t.Errorf("%v: exit %d, want %d\n%s", args, code, exitVerify, errOut)
+					out, errOut, code := tm(t, store, args...)
+					if code != exitVerify || args[0] == "verify" && !strings.Contains(out, "FAILED") {
+						t.Errorf("%v: exit %d, want %d (verify: FAILED)\nstdout: %s\nstderr: %s", args, code, exitVerify, out, errOut)
 					}
 				}
 			}

@@ -46,6 +46,10 @@ checkpoint with no record is exit 3.`,
 			if isAlias(name) {
 				// An alias names a checkpoint, never a savepoint.
 				rec, err := loadNamed(ctx, s, name)
+				if errors.Is(err, archive.ErrCorrupt) {
+					// A damaged pointer or record is a verdict: FAILED.
+					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
+				}
 				if err != nil {
 					return err
 				}
@@ -55,6 +59,9 @@ checkpoint with no record is exit 3.`,
 				rec, err := s.LoadRecord(ctx, name)
 				if err == nil {
 					return a.verifyCheckpoint(ctx, bs, name, rec)
+				}
+				if errors.Is(err, archive.ErrCorrupt) {
+					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
 				}
 				if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
 					return err
