@@ -97,7 +97,10 @@
 // data and no mark: pointing a job or gc at a bucket root, or at a
 // directory another program owns, must not fence, overwrite or delete
 // anything there. A prefix holding only Tidemark's own keys (written
-// before marks existed) is adopted and marked.
+// before marks existed) is adopted and marked. CheckStore tells, writing
+// nothing, a store from an empty prefix (ErrNoStore) and a foreign one:
+// tools that operate on an existing store call it first, so that a
+// mistyped prefix is an error, not a new store.
 //
 // # Files
 //

@@ -15,6 +15,12 @@ import (
 // documentation): nothing is written or deleted there.
 var ErrForeignStore = errors.New("not a Tidemark store: the prefix holds other data and no _tidemark mark")
 
+// ErrNoStore is returned (wrapped) by CheckStore on a prefix that holds
+// nothing at all: no mark, no key of Tidemark's layout. A tool that must
+// not create a store (gc) refuses it rather than mark it by taking the
+// writer role.
+var ErrNoStore = errors.New("no Tidemark store: the prefix holds no _tidemark mark and no checkpoints")
+
 // markRecord is the content of _tidemark.
 type markRecord struct {
 	Format  int       `json:"format"`
@@ -43,6 +49,37 @@ func (s *Storage) identity(ctx context.Context) (marked bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// CheckStore reports whether the prefix holds a Tidemark store, without
+// writing anything: nil when it is marked or holds keys of Tidemark's
+// layout (a store written before marks existed, or one holding only
+// savepoints), ErrNoStore when it holds nothing, ErrForeignStore when the
+// first key it lists is not Tidemark's. It lists no further than the first
+// key, so it is cheap on a large store; Acquire and GC still check the
+// whole prefix for foreign keys before they write or delete.
+//
+// A job takes the writer role on an empty prefix to create its store;
+// tools that only operate on an existing one (gc) call CheckStore first,
+// so that a mistyped prefix is an error rather than a new, empty store.
+func (s *Storage) CheckStore(ctx context.Context) error {
+	ok, err := s.bs.Exists(ctx, keyMark)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", keyMark, err)
+	}
+	if ok {
+		return nil
+	}
+	for o, err := range s.bs.List(ctx, "") {
+		if err != nil {
+			return fmt.Errorf("check the store is Tidemark's: %w", err)
+		}
+		if KeyClass(o.Key) == "other" {
+			return fmt.Errorf("%w (found %q): point the store URL at a job's own prefix", ErrForeignStore, o.Key)
+		}
+		return nil
+	}
+	return ErrNoStore
 }
 
 // ensureMarked marks the store as Tidemark's if it is not yet, after

@@ -61,3 +61,36 @@ func TestTheFirstWriterMarksTheStore(t *testing.T) {
 		t.Fatal("the adopted store was not marked")
 	}
 }
+
+// CheckStore tells a prefix that holds a Tidemark store (marked, or only
+// Tidemark's keys) from an empty one (ErrNoStore) and a foreign one
+// (ErrForeignStore), writing nothing.
+func TestCheckStoreTellsAStoreFromNothing(t *testing.T) {
+	ctx := t.Context()
+	empty := newMem()
+	if err := New(empty, "", Options{}).CheckStore(ctx); !errors.Is(err, ErrNoStore) {
+		t.Fatalf("CheckStore of an empty prefix: %v, want ErrNoStore", err)
+	}
+	if keys := blobstoretest.ListKeys(t, empty, ""); len(keys) != 0 {
+		t.Fatalf("CheckStore wrote %v", keys)
+	}
+	marked := newMem()
+	newWriter(t, marked, Options{})
+	if err := New(marked, "", Options{}).CheckStore(ctx); err != nil {
+		t.Fatalf("CheckStore of a marked store: %v", err)
+	}
+	unmarked := newMem()
+	if err := unmarked.Put(ctx, "savepoints/v1.tar", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(unmarked, "", Options{}).CheckStore(ctx); err != nil {
+		t.Fatalf("CheckStore of a prefix of Tidemark's keys only: %v", err)
+	}
+	foreign := newMem()
+	if err := foreign.Put(ctx, "photos/cat.jpg", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(foreign, "", Options{}).CheckStore(ctx); !errors.Is(err, ErrForeignStore) {
+		t.Fatalf("CheckStore of a foreign prefix: %v, want ErrForeignStore", err)
+	}
+}

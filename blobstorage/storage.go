@@ -285,7 +285,8 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 		return "", err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return "", fmt.Errorf("decode %q: %w", key, err)
+		// Tidemark wrote it as JSON: one that does not decode is damaged.
+		return "", fmt.Errorf("%w: decode %q: %w", archive.ErrCorrupt, key, err)
 	}
 	return etag, nil
 }
@@ -320,7 +321,8 @@ func (s *Storage) readPointer(ctx context.Context, name string, withETag bool) (
 	}
 	if p.ID != "" {
 		if err := checkpoint.ValidateID(p.ID); err != nil {
-			return pointer{}, "", false, fmt.Errorf("read pointer %s: %w", name, err)
+			// Only valid ids are ever written: this pointer is damaged.
+			return pointer{}, "", false, fmt.Errorf("read pointer %s: %w: %w", name, archive.ErrCorrupt, err)
 		}
 	}
 	return p, etag, true, nil
@@ -437,21 +439,90 @@ func (s *Storage) LoadLatestCompleted(ctx context.Context) (*checkpoint.Checkpoi
 	return s.loadPointer(ctx, keyLatestCompleted)
 }
 
-func (s *Storage) loadPointer(ctx context.Context, name string) (*checkpoint.CheckpointData, error) {
-	p, _, ok, err := s.readPointer(ctx, name, false)
-	if err != nil {
-		return nil, fmt.Errorf("blobstorage: load: %w", err)
+// The pointers, by the names PointerID and PointerRecord take (the keys
+// _latest and _latest-completed).
+const (
+	PointerLatest          = "latest"
+	PointerLatestCompleted = "latest-completed"
+)
+
+func pointerKey(name string) (string, error) {
+	switch name {
+	case PointerLatest:
+		return keyLatest, nil
+	case PointerLatestCompleted:
+		return keyLatestCompleted, nil
 	}
-	if !ok || p.ID == "" {
-		return nil, nil
-	}
-	rec, err := s.readRecord(ctx, p.ID)
+	return "", fmt.Errorf("blobstorage: no pointer %q (want %s or %s)", name, PointerLatest, PointerLatestCompleted)
+}
+
+// PointerID returns the id of the checkpoint the pointer name
+// (PointerLatest or PointerLatestCompleted) names, "" when there is none,
+// without reading its record. A pointer that does not decode or names an
+// invalid id wraps archive.ErrCorrupt.
+func (s *Storage) PointerID(ctx context.Context, name string) (string, error) {
+	key, err := pointerKey(name)
 	if err != nil {
-		// A pointer names only records that were durable before it
-		// moved, and GC retains them: a missing one is damage, not "none".
-		return nil, fmt.Errorf("blobstorage: load %s (%s): %w", p.ID, name, err)
+		return "", err
+	}
+	p, _, _, err := s.readPointer(ctx, key, false)
+	if err != nil {
+		return "", fmt.Errorf("blobstorage: %w", err)
+	}
+	return p.ID, nil
+}
+
+// PointerRecord reads the record of the checkpoint the pointer name
+// (PointerLatest or PointerLatestCompleted) names, nil with no error when
+// there is none. A pointer that does not decode, names an invalid id, or
+// names a checkpoint whose record does not exist (dangling) wraps
+// archive.ErrCorrupt; a dangling one wraps checkpoint.ErrNotFound too.
+func (s *Storage) PointerRecord(ctx context.Context, name string) (*Record, error) {
+	key, err := pointerKey(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.pointerRecord(ctx, key)
+}
+
+func (s *Storage) loadPointer(ctx context.Context, key string) (*checkpoint.CheckpointData, error) {
+	rec, err := s.pointerRecord(ctx, key)
+	if rec == nil || err != nil {
+		return nil, err
 	}
 	return rec.CheckpointData, nil
+}
+
+// pointerReads bounds how often pointerRecord follows a pointer that moved
+// while its record was read.
+const pointerReads = 3
+
+func (s *Storage) pointerRecord(ctx context.Context, key string) (*Record, error) {
+	var prev string
+	for i := 0; ; i++ {
+		p, _, ok, err := s.readPointer(ctx, key, false)
+		if err != nil {
+			return nil, fmt.Errorf("blobstorage: load: %w", err)
+		}
+		if !ok || p.ID == "" {
+			return nil, nil
+		}
+		rec, err := s.readRecord(ctx, p.ID)
+		if err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, checkpoint.ErrNotFound) {
+			return nil, fmt.Errorf("blobstorage: load %s (%s): %w", p.ID, key, err)
+		}
+		// A pointer names only records that were durable before it
+		// moved, and GC retains them: a missing one is damage, not
+		// "none" - unless the pointer moved on meanwhile (a live writer
+		// saved, and its GC dropped the record read), then follow it.
+		if p.ID == prev || i+1 == pointerReads {
+			return nil, fmt.Errorf("blobstorage: load %s (%s): %w: the pointer names a checkpoint whose record does not exist: %w", p.ID, key, archive.ErrCorrupt, err)
+		}
+		prev = p.ID
+	}
 }
 
 // LoadSpecific reads checkpoint id; a missing record wraps checkpoint.ErrNotFound.

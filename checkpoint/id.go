@@ -44,9 +44,13 @@ func ParseID(id string) (uint64, error) {
 	if !ok || len(digits) != idDigits {
 		return 0, fmt.Errorf("%w: %q is not of the form %s<%d digits>", ErrInvalidID, id, idPrefix, idDigits)
 	}
+	if strings.Trim(digits, "0123456789") != "" {
+		return 0, fmt.Errorf("%w: %q is not of the form %s<%d digits>", ErrInvalidID, id, idPrefix, idDigits)
+	}
 	n, err := strconv.ParseUint(digits, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q: %v", ErrInvalidID, id, err)
+		// 20 digits, so the only error left is the range.
+		return 0, fmt.Errorf("%w: %q is past the last id, %s", ErrInvalidID, id, NewID(^uint64(0)))
 	}
 	return n, nil
 }

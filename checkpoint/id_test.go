@@ -37,8 +37,9 @@ func TestParseIDInvertsNewID(t *testing.T) {
 
 func TestParseIDRejectsForeignIDs(t *testing.T) {
 	for _, id := range []string{"", "ckpt-1", "chk-00000000000000000001", "ckpt-0000000000000000000x", "ckpt-99999999999999999999"} {
-		if _, err := ParseID(id); !errors.Is(err, ErrInvalidID) {
-			t.Errorf("ParseID(%q) err = %v, want ErrInvalidID", id, err)
+		// The reason is in ParseID's own words, not strconv's.
+		if _, err := ParseID(id); !errors.Is(err, ErrInvalidID) || strings.Contains(err.Error(), "strconv") {
+			t.Errorf("ParseID(%q) err = %v, want ErrInvalidID in plain words", id, err)
 		}
 	}
 }

@@ -269,7 +269,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if cfg.Region == "" {
 		if opts.Endpoint == "" {
-			return nil, fmt.Errorf("s3store: bucket %q: no region (set Options.Region, ?region= or AWS_REGION)", opts.Bucket)
+			return nil, fmt.Errorf("s3store: bucket %q: no region: add ?region= to the store URL or set AWS_REGION (or a region in the AWS profile; from Go, Options.Region)", opts.Bucket)
 		}
 		cfg.Region = "us-east-1"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -45,6 +46,12 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 	}
 	if u.Port() != "" || strings.Contains(u.Host, ":") {
 		return fail("bucket %q has a port; the endpoint goes in ?endpoint=http://host:port", u.Host)
+	}
+	if err := ValidateBucket(u.Host); err != nil {
+		return fail("%v", err)
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return fail("s3 URLs take no fragment (#%s)", u.EscapedFragment())
 	}
 	o.Bucket = u.Host
 	o.Prefix = strings.Trim(u.Path, "/")
@@ -114,6 +121,45 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 	}
 	return o, nil
 }
+
+// ValidateBucket reports whether name follows S3's bucket naming rules,
+// which MinIO enforces too: 3 to 63 characters of lowercase letters,
+// digits, '.' and '-', starting and ending with a letter or digit, no two
+// dots in a row, and not an IP address. OptionsFromURL applies it, so a
+// URL naming a bucket no server can have fails when it is opened
+// (blobstore.ErrInvalidURL) instead of at the first request. New does not:
+// Options.Bucket is passed as is, for the legacy us-east-1 buckets whose
+// names predate these rules.
+func ValidateBucket(name string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("bucket %q: %s (S3 bucket names are 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit)", name, why)
+	}
+	switch {
+	case len(name) < 3:
+		return bad("too short")
+	case len(name) > 63:
+		return bad(fmt.Sprintf("%d characters, too long", len(name)))
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			if 'A' <= c && c <= 'Z' {
+				return bad("uppercase letters")
+			}
+			return bad(fmt.Sprintf("the character %q", c))
+		}
+	}
+	switch {
+	case !isAlnum(name[0]) || !isAlnum(name[len(name)-1]):
+		return bad("starts or ends with '.' or '-'")
+	case strings.Contains(name, ".."):
+		return bad("two dots in a row")
+	case net.ParseIP(name) != nil:
+		return bad("an IP address")
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
 // parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
 func parseSize(v string) (int64, error) {

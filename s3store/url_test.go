@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/url"
 	"strings"
@@ -52,13 +53,13 @@ func TestOptionsFromURL(t *testing.T) {
 		url  string
 		want Options
 	}{
-		{"s3://b", Options{Bucket: "b"}},
-		{"s3://b/p/q/", Options{Bucket: "b", Prefix: "p/q"}},
-		{"s3://b?region=eu-west-1&sse=aws:kms&sse_kms_key_id=key&max_attempts=9&part_size=16777216",
-			Options{Bucket: "b", Region: "eu-west-1", SSE: "aws:kms", SSEKMSKeyID: "key", MaxAttempts: 9, PartSize: 16 << 20}},
-		{"s3://b?part_size=1GiB&path_style=1&checksum=when_supported", Options{Bucket: "b", PartSize: 1 << 30, PathStyle: true}},
-		{"s3://b?attempt_timeout=500ms&idle_timeout=none&operation_timeout=45s&max_backoff=2s&max_attempts=-1",
-			Options{Bucket: "b", AttemptTimeout: 500 * time.Millisecond, IdleTimeout: -1, OperationTimeout: 45 * time.Second, MaxBackoff: 2 * time.Second, MaxAttempts: -1}},
+		{"s3://bkt", Options{Bucket: "bkt"}},
+		{"s3://bkt/p/q/", Options{Bucket: "bkt", Prefix: "p/q"}},
+		{"s3://bkt?region=eu-west-1&sse=aws:kms&sse_kms_key_id=key&max_attempts=9&part_size=16777216",
+			Options{Bucket: "bkt", Region: "eu-west-1", SSE: "aws:kms", SSEKMSKeyID: "key", MaxAttempts: 9, PartSize: 16 << 20}},
+		{"s3://bkt?part_size=1GiB&path_style=1&checksum=when_supported", Options{Bucket: "bkt", PartSize: 1 << 30, PathStyle: true}},
+		{"s3://bkt?attempt_timeout=500ms&idle_timeout=none&operation_timeout=45s&max_backoff=2s&max_attempts=-1",
+			Options{Bucket: "bkt", AttemptTimeout: 500 * time.Millisecond, IdleTimeout: -1, OperationTimeout: 45 * time.Second, MaxBackoff: 2 * time.Second, MaxAttempts: -1}},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			u, _ := url.Parse(tc.url)
@@ -75,16 +76,16 @@ func TestOptionsFromURL(t *testing.T) {
 
 func TestOptionsFromURLRejects(t *testing.T) {
 	for _, raw := range []string{
-		"s3://AKIA:secret@b/p",      // credentials never in the URL
-		"s3:///p",                   // no bucket
-		"s3://b?regoin=x",           // typo: unknown parameter
-		"s3://b?part_size=big",      // not a size
-		"s3://b?concurrency=x",      // not a number
-		"s3://b?checksum=sometimes", // not a mode
-		"s3://b?region=a&region=b",  // twice
-		"s3://b?path_style=perhaps", // not a bool
-		"s3://b?attempt_timeout=10", // a duration needs a unit
-		"s3://b?idle_timeout=-5s",   // "none", not a negative duration
+		"s3://AKIA:secret@bkt/p",      // credentials never in the URL
+		"s3:///p",                     // no bucket
+		"s3://bkt?regoin=x",           // typo: unknown parameter
+		"s3://bkt?part_size=big",      // not a size
+		"s3://bkt?concurrency=x",      // not a number
+		"s3://bkt?checksum=sometimes", // not a mode
+		"s3://bkt?region=a&region=b",  // twice
+		"s3://bkt?path_style=perhaps", // not a bool
+		"s3://bkt?attempt_timeout=10", // a duration needs a unit
+		"s3://bkt?idle_timeout=-5s",   // "none", not a negative duration
 	} {
 		t.Run(raw, func(t *testing.T) {
 			u, err := url.Parse(raw)
@@ -99,5 +100,44 @@ func TestOptionsFromURLRejects(t *testing.T) {
 				t.Errorf("error reveals the password: %v", err)
 			}
 		})
+	}
+}
+
+// A bucket S3's naming rules forbid, and a fragment, fail when the URL is
+// opened (ErrInvalidURL), not at the first request; names real buckets
+// have (dots, hyphens, digits) are accepted.
+func TestOptionsFromURLValidatesTheBucketAndRefusesAFragment(t *testing.T) {
+	for _, bucket := range []string{"B_ad", "Bucket", "under_score", "ab", strings.Repeat("a", 64), "a..b", "-ab", "ab-", ".ab", "192.168.5.4", "sp ace"} {
+		_, err := OptionsFromURL(&url.URL{Scheme: "s3", Host: bucket, Path: "/p"})
+		if !errors.Is(err, blobstore.ErrInvalidURL) || !strings.Contains(err.Error(), "bucket") {
+			t.Errorf("bucket %q: %v, want ErrInvalidURL about the bucket", bucket, err)
+		}
+	}
+	for _, bucket := range []string{"abc", "my.bucket-1", "tm-0123", strings.Repeat("a", 63), "1.2.3", "a-b.c-d"} {
+		if o, err := OptionsFromURL(&url.URL{Scheme: "s3", Host: bucket}); err != nil || o.Bucket != bucket {
+			t.Errorf("bucket %q: %+v, %v", bucket, o, err)
+		}
+	}
+	for _, raw := range []string{"s3://bkt/p#frag", "s3://bkt#x"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := OptionsFromURL(u); !errors.Is(err, blobstore.ErrInvalidURL) || !strings.Contains(err.Error(), "fragment") {
+			t.Errorf("%s: %v, want ErrInvalidURL about the fragment", raw, err)
+		}
+	}
+}
+
+// Without a region the error says first how a CLI user gives one.
+func TestNoRegionSaysHowToGiveOne(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_PROFILE", "")
+	_, err := New(t.Context(), Options{Bucket: "bkt"})
+	if err == nil || !strings.Contains(err.Error(), "no region: add ?region= to the store URL or set AWS_REGION") {
+		t.Fatalf("New without a region: %v", err)
 	}
 }

@@ -165,17 +165,42 @@ func (a *app) demoStoreURL(dir string) (string, error) {
 }
 
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
-	if f.records == 0 || f.words <= 0 || f.batch <= 0 || f.interval <= 0 || f.keep <= 0 {
-		return usagef("demo: --records, --words, --batch, --interval and --keep must be positive")
+	if f.dir == "" {
+		return usagef("demo: --dir must not be empty (default %s)", defaultDemoDir)
 	}
-	if f.concurrency < 0 || f.slow < 0 || f.outage < 0 {
-		return usagef("demo: --concurrency, --slow and --outage-tolerance must not be negative")
+	// Each flag that is wrong is named alone, with its value.
+	for _, c := range []struct {
+		flag  string
+		bad   bool
+		want  string
+		value any
+	}{
+		{"--records", f.records == 0, "be positive", f.records},
+		{"--words", f.words <= 0, "be positive", f.words},
+		{"--batch", f.batch <= 0, "be positive", f.batch},
+		{"--interval", f.interval <= 0, "be positive", f.interval},
+		{"--keep", f.keep <= 0, "be positive", f.keep},
+		{"--concurrency", f.concurrency < 0, "not be negative", f.concurrency},
+		{"--slow", f.slow < 0, "not be negative", f.slow},
+		{"--outage-tolerance", f.outage < 0, "not be negative", f.outage},
+	} {
+		if c.bad {
+			return usagef("demo: %s must %s, not %v", c.flag, c.want, c.value)
+		}
 	}
 	if f.remoteStateSet && f.remoteState == "" {
 		return usagef("demo: --remote-state= has an empty value: want all or lower (leave the flag out for state on local disk)")
 	}
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
+	}
+	if f.crashAfter > f.records {
+		return usagef("demo: --crash-after-records %d is past the end of the source (--records %d): it would never crash", f.crashAfter, f.records)
+	}
+	if f.metricsAddr != "" {
+		if err := checkListenAddr("--metrics-addr", f.metricsAddr, "127.0.0.1:9464"); err != nil {
+			return err
+		}
 	}
 	if err := f.workersFlags.check(); err != nil {
 		return err
@@ -331,6 +356,12 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 		}
 		done()
 		return nil
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errTimedOut):
+		// --timeout, not a signal: say which, keeping the resume hint.
+		cause := context.Cause(ctx)
+		say("%v at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
+			cause, res.EndOffset, orNone(res.LastID))
+		return quietError{cause}
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
 			res.EndOffset, orNone(res.LastID))

@@ -58,6 +58,8 @@ func (f workersFlags) check() error {
 		return usagef("demo: --kill-worker-after-records kills a worker this process started: not with --worker-listen")
 	case f.workerTimeout <= 0 || f.joinTimeout <= 0:
 		return usagef("demo: --worker-timeout and --worker-join-timeout must be positive")
+	case f.listen != "":
+		return checkListenAddr("--worker-listen", f.listen, ":7070")
 	}
 	return nil
 }

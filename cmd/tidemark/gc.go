@@ -38,28 +38,46 @@ and does not take the writer role, so it is safe against a running job
 gc --confirm deletes. It takes the writer role, which fences a job running on the
 store: run it when the job is stopped (the demo job garbage-collects by itself).
 It refuses a store whose endpoint ignores conditional writes (see tidemark probe)
-and a prefix that holds other data and no Tidemark mark, such as a bucket root.`,
+and a prefix that holds other data and no Tidemark mark, such as a bucket root.
+
+gc never creates a store: a missing directory, or a prefix that holds no
+_tidemark mark and nothing else of Tidemark's (a mistyped path), is an error and
+nothing is written there.`,
 		Example: `  tidemark gc --keep 5             # what keeping 5 would delete, and why
   tidemark gc --keep 5 --confirm   # delete what that listed
   tidemark gc --output json | jq '.report.deletions[].key'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if keep <= 0 || grace <= 0 {
-				return usagef("gc: --keep and --grace must be positive")
+			if keep <= 0 {
+				return usagef("gc: --keep must be at least 1, not %d (the latest completed checkpoint is always kept)", keep)
+			}
+			if grace <= 0 {
+				// A save uploads its files before its record names
+				// them: without a grace period gc could delete what a
+				// writer is uploading right now.
+				return usagef("gc: --grace must be positive, not %v: it keeps gc from deleting files a writer has uploaded but not yet recorded", grace)
 			}
 			if dryRun && confirm {
 				return usagef("gc: --dry-run and --confirm contradict each other")
 			}
 			dryRun = !confirm
-			bs, _, err := a.openStoreFor(ctx, !confirm)
+			// gc operates on an existing store and never creates one: a
+			// missing directory stays missing (must_exist, for writes
+			// too), and a prefix with nothing of Tidemark's in it is
+			// refused before the writer role would mark it.
+			bs, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
+			}
+			if err := s.CheckStore(ctx); err != nil {
+				u, _ := a.storeURL()
+				return fmt.Errorf("gc: %s: %w", redactURL(u), err)
 			}
 			opts := blobstorage.Options{Keep: keep, Grace: grace}
 			// A dry run reads only: taking the writer role (Acquire)
 			// would fence the very job whose store is being inspected.
-			s := blobstorage.New(bs, "", opts)
+			s = blobstorage.New(bs, "", opts)
 			if !dryRun {
 				ws, cleanup, err := writeStorage(ctx, bs, opts)
 				if err != nil {

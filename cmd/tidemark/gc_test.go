@@ -177,3 +177,29 @@ func treeOf(t *testing.T, dir string) map[string]string {
 	}
 	return m
 }
+
+// gc never creates a store: on a missing directory or a prefix holding
+// nothing of Tidemark's (a mistyped path) it fails, dry run and --confirm
+// alike, naming the URL and writing nothing.
+func TestGCRefusesAStoreThatIsNotThere(t *testing.T) {
+	root := t.TempDir()
+	empty := filepath.Join(root, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(root, "missing"), empty} {
+		store := fileURL(dir)
+		for _, args := range [][]string{{"gc"}, {"gc", "--confirm"}} {
+			_, errOut, code := tm(t, store, args...)
+			if code != exitError || !strings.Contains(errOut, store) {
+				t.Errorf("tidemark %s on %s: exit %d, want %d naming the URL\n%s", strings.Join(args, " "), store, code, exitError, errOut)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "missing")); !os.IsNotExist(err) {
+		t.Errorf("gc created the missing store directory (%v)", err)
+	}
+	if ents, err := os.ReadDir(empty); err != nil || len(ents) != 0 {
+		t.Errorf("gc wrote into the empty directory: %v (%v)", ents, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -42,13 +43,33 @@ type savepointInfo struct {
 }
 
 // describe summarizes the record of id; a record that cannot be read is
-// described by its error.
-func describe(ctx context.Context, s *blobstorage.Storage, id string, now time.Time) checkpointInfo {
+// described by its error, which is returned too.
+func describe(ctx context.Context, s *blobstorage.Storage, id string, now time.Time) (checkpointInfo, error) {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
-		return checkpointInfo{ID: id, Error: err.Error()}
+		return checkpointInfo{ID: id, Error: err.Error()}, err
 	}
-	return summarize(id, rec, now)
+	return summarize(id, rec, now), nil
+}
+
+// lsProblems is the error of an ls that listed everything but found
+// records or pointers it could not read: corrupt or missing data (exit 3)
+// when any is, else the first error (exit 1).
+func lsProblems(problems []error) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	first := problems[0]
+	for _, p := range problems {
+		if errors.Is(p, archive.ErrCorrupt) {
+			first = p
+			break
+		}
+	}
+	if len(problems) == 1 {
+		return fmt.Errorf("ls: %w", first)
+	}
+	return fmt.Errorf("ls: %d records or pointers unreadable (listed above), first: %w", len(problems), first)
 }
 
 // summarize summarizes rec, the record of id.
@@ -70,23 +91,29 @@ func summarize(id string, rec *blobstorage.Record, now time.Time) checkpointInfo
 	return ci
 }
 
-// latestIDs returns the ids the two pointers name ("" when absent).
-func latestIDs(ctx context.Context, s *blobstorage.Storage) (latest, completed string, err error) {
-	l, err := s.Load(ctx)
-	if err != nil {
-		return "", "", err
+// pointerInfo is a pointer in `ls`: the checkpoint it names ("" for
+// none), or why it could not be followed.
+type pointerInfo struct {
+	Name  string `json:"name"`
+	ID    string `json:"id,omitempty"`
+	Error string `json:"error,omitempty"`
+	err   error
+}
+
+// readPointers reads the two pointers without reading their records. A
+// pointer that cannot be read is returned with its error, not as an error:
+// ls shows it with the rest.
+func readPointers(ctx context.Context, s *blobstorage.Storage) []pointerInfo {
+	var out []pointerInfo
+	for _, name := range []string{blobstorage.PointerLatest, blobstorage.PointerLatestCompleted} {
+		id, err := s.PointerID(ctx, name)
+		p := pointerInfo{Name: name, ID: id, err: err}
+		if err != nil {
+			p.Error = err.Error()
+		}
+		out = append(out, p)
 	}
-	c, err := s.LoadLatestCompleted(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	if l != nil {
-		latest = l.ID
-	}
-	if c != nil {
-		completed = c.ID
-	}
-	return latest, completed, nil
+	return out
 }
 
 func listSavepoints(ctx context.Context, bs blobstore.Blobstore, now time.Time) ([]savepointInfo, error) {
@@ -114,7 +141,12 @@ func (a *app) lsCmd() *cobra.Command {
 		Short: "List checkpoints and savepoints with status, size and age",
 		Long: `ls lists the checkpoints of the store (id, status, epoch of the writer, number of
 files, total state size, bytes first uploaded by that checkpoint, age) marking
-the ones the latest and latest-completed pointers name, then its savepoints.`,
+the ones the latest and latest-completed pointers name, then its savepoints.
+
+ls is the diagnosis tool: a record it cannot read and a pointer that is damaged
+(does not decode, names an invalid id, or names a checkpoint with no record) are
+listed with what is wrong, after everything else ls could read, and ls then exits
+3 (1 when what failed was a read, not the data).`,
 		Example: `  tidemark ls --store file://$PWD/.tidemark/store
   TIDEMARK_STORE=s3://bucket/job tidemark ls --output json | jq '.checkpoints[].id'`,
 		Args: noArgs,
@@ -125,32 +157,58 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 				return err
 			}
 			now := time.Now()
+			// The records first, then the pointers: a pointer read after
+			// the listing names a listed record or a newer one (read
+			// below), never one a live writer's GC dropped meanwhile.
 			ids, err := s.IDs(ctx)
 			if err != nil {
 				return err
 			}
-			latest, completed, err := latestIDs(ctx, s)
-			if err != nil {
-				return err
-			}
+			ptrs := readPointers(ctx, s)
+			var problems []error
 			cps := []checkpointInfo{}
-			for _, id := range ids {
-				ci := describe(ctx, s, id, now)
-				var marks []string
-				if id == latest {
-					marks = append(marks, "latest")
-				}
-				if id == completed {
-					marks = append(marks, "latest-completed")
-				}
-				ci.Pointers = marks
+			index := map[string]int{}
+			add := func(ci checkpointInfo, err error) {
+				index[ci.ID] = len(cps)
 				cps = append(cps, ci)
+				if err != nil {
+					problems = append(problems, fmt.Errorf("checkpoint %s: %w", ci.ID, err))
+				}
+			}
+			for _, id := range ids {
+				ci, err := describe(ctx, s, id, now)
+				if errors.Is(err, checkpoint.ErrNotFound) {
+					continue // removed meanwhile (GC)
+				}
+				add(ci, err)
+			}
+			for i, p := range ptrs {
+				if p.err != nil {
+					problems = append(problems, fmt.Errorf("pointer %s: %w", p.Name, p.err))
+					continue
+				}
+				if p.ID == "" {
+					continue
+				}
+				if _, ok := index[p.ID]; !ok {
+					// Saved after the listing, or dangling.
+					ci, err := describe(ctx, s, p.ID, now)
+					if errors.Is(err, checkpoint.ErrNotFound) {
+						err = fmt.Errorf("%w: names %s, which has no record (%w)", archive.ErrCorrupt, p.ID, checkpoint.ErrNotFound)
+						ptrs[i].err, ptrs[i].Error = err, err.Error()
+						problems = append(problems, fmt.Errorf("pointer %s: %w", p.Name, err))
+						continue
+					}
+					add(ci, err)
+				}
+				c := &cps[index[p.ID]]
+				c.Pointers = append(c.Pointers, p.Name)
 			}
 			sps, err := listSavepoints(ctx, bs, now)
 			if err != nil {
 				return err
 			}
-			a.emit(map[string]any{"checkpoints": cps, "savepoints": sps}, func(w io.Writer) {
+			a.emit(map[string]any{"checkpoints": cps, "savepoints": sps, "pointers": ptrs}, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				if len(cps) == 0 {
 					fmt.Fprintln(tw, "no checkpoints")
@@ -158,7 +216,7 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 					fmt.Fprintln(tw, "CHECKPOINT\tSTATUS\tEPOCH\tFILES\tSIZE\tNEW\tAGE\tPOINTERS")
 					for _, c := range cps {
 						if c.Error != "" {
-							fmt.Fprintf(tw, "%s\tunreadable\t\t\t\t\t\t%s\n", c.ID, c.Error)
+							fmt.Fprintf(tw, "%s\tunreadable\t\t\t\t\t\t%s\t%s\n", c.ID, strings.Join(c.Pointers, ","), c.Error)
 							continue
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.ID, c.Status, c.Epoch, c.Files,
@@ -175,8 +233,13 @@ the ones the latest and latest-completed pointers name, then its savepoints.`,
 					}
 				}
 				tw.Flush()
+				for _, p := range ptrs {
+					if p.Error != "" {
+						fmt.Fprintf(w, "\npointer %s: %s\n", p.Name, p.Error)
+					}
+				}
 			})
-			return nil
+			return lsProblems(problems)
 		},
 	}
 }

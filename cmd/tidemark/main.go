@@ -38,7 +38,6 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
-	_ "github.com/tidemark-io/tidemark/blobstore/memstore" // mem://
 	"github.com/tidemark-io/tidemark/demo"
 	_ "github.com/tidemark-io/tidemark/filestore" // file://
 	_ "github.com/tidemark-io/tidemark/s3store"   // s3://

@@ -38,7 +38,8 @@ S3-compatible servers accept If-None-Match and If-Match and silently ignore them
 On an S3 store it writes a few bytes under _tidemark_probe/ (so it needs write
 access), checks that writes whose condition does not hold are refused, and deletes
 what it wrote. A file:// store has no endpoint to probe: its conditional writes are
-local (O_EXCL and lock files) and always enforced.
+local (O_EXCL and lock files) and always enforced; probe checks that its directory
+exists.
 
 demo, gc and savepoint restore run the same check before they take the writer
 role, and refuse to run on an endpoint that ignores the conditions.
@@ -50,12 +51,25 @@ the probe could not run (endpoint unreachable, access denied, missing bucket).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			bs, storeURL, err := a.openStore(ctx)
+			storeURL, err := a.storeURL()
+			if err != nil {
+				return err
+			}
+			// A missing directory is an error, not a store that passes:
+			// probe creates nothing, and checks it is there (below).
+			bs, err := openStoreURL(ctx, storeURL, mustExist(storeURL))
 			if err != nil {
 				return err
 			}
 			res := probeResult{Store: storeURL}
 			res.Probed, err = blobstore.CheckConditionalWrites(ctx, bs)
+			if err == nil && !res.Probed {
+				// Nothing was sent: check that the store is there at all.
+				for _, lerr := range bs.List(ctx, "") {
+					err = lerr
+					break
+				}
+			}
 			switch {
 			case errors.Is(err, s3store.ErrConditionsIgnored):
 				res.ConditionalWrites, res.Error = condIgnored, err.Error()

@@ -16,12 +16,19 @@ import (
 // probeScheme names test stores with a Probe: probetest://enforced,
 // probetest://ignored (the endpoint ignores conditional writes) and
 // probetest://unreachable (the probe cannot run). Each Open is a new,
-// empty memstore.
+// empty memstore; with ?marked it holds a Tidemark store's mark (an
+// existing store, as gc wants).
 const probeScheme = "probetest"
 
 func init() {
-	blobstore.Register(probeScheme, func(_ context.Context, u *url.URL) (blobstore.Blobstore, error) {
+	testSchemes = append(testSchemes, probeScheme)
+	blobstore.Register(probeScheme, func(ctx context.Context, u *url.URL) (blobstore.Blobstore, error) {
 		p := &probing{Blobstore: memstore.New()}
+		if u.Query().Has("marked") {
+			if err := p.Put(ctx, "_tidemark", strings.NewReader(`{"format":1}`)); err != nil {
+				return nil, err
+			}
+		}
 		switch u.Host {
 		case "enforced":
 		case "ignored":
@@ -116,7 +123,7 @@ func TestCommandsThatTakeTheWriterRoleRefuseAnEndpointThatIgnoresConditions(t *t
 	must(t, src, "savepoint", "create", "v1")
 	for _, args := range [][]string{
 		demoArgs(t.TempDir(), store),
-		{"gc", "--confirm", "--keep", "1"},
+		{"gc", "--confirm", "--keep", "1", "--store", store + "?marked"},
 		{"savepoint", "restore", "v1", "--from", src},
 	} {
 		t.Run(args[0], func(t *testing.T) {
@@ -131,11 +138,12 @@ func TestCommandsThatTakeTheWriterRoleRefuseAnEndpointThatIgnoresConditions(t *t
 
 func TestCommandsThatTakeTheWriterRoleRunOnAnEndpointThatEnforcesConditions(t *testing.T) {
 	store := probeScheme + "://enforced"
-	// Each Open is a new empty store: the demo completes, gc finds
-	// nothing to delete; both got past the probe and took the writer role.
+	// Each Open is a new store: the demo completes, gc finds nothing to
+	// delete in a marked one; both got past the probe and took the writer
+	// role.
 	out := must(t, "", demoArgs(t.TempDir(), store)...)
 	if !strings.Contains(out, "exactly-once: OK") {
 		t.Fatalf("demo printed %q", out)
 	}
-	must(t, store, "gc", "--confirm", "--keep", "1")
+	must(t, store+"?marked", "gc", "--confirm", "--keep", "1")
 }

@@ -186,20 +186,6 @@ func (a *app) openStore(ctx context.Context) (blobstore.Blobstore, string, error
 	return bs, u, nil
 }
 
-// openStoreFor opens the store as openReader does when readOnly, else as
-// openStore does.
-func (a *app) openStoreFor(ctx context.Context, readOnly bool) (blobstore.Blobstore, string, error) {
-	if !readOnly {
-		return a.openStore(ctx)
-	}
-	bs, _, err := a.openReader(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	u, _ := a.storeURL()
-	return bs, u, nil
-}
-
 // openReader opens the store of --store or $TIDEMARK_STORE and a
 // BlobStorage that reads its checkpoints.
 //

@@ -31,7 +31,9 @@ copy is written only if the label is free in DST); --replace replaces it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label, srcURL, dstURL := args[0], args[1], args[2]
-			src, err := openStoreURL(ctx, srcURL, srcURL)
+			// The source must exist (a missing directory is said so, not
+			// "no savepoint"); the destination may be a new store.
+			src, err := openStoreURL(ctx, srcURL, mustExist(srcURL))
 			if err != nil {
 				return err
 			}

@@ -41,7 +41,8 @@ A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.' or '-'.`,
 			}
 			total := int64(0)
 			if cp, err := s.LoadLatestCompleted(ctx); err == nil && cp != nil {
-				total = describe(ctx, s, cp.ID, time.Now()).Size
+				ci, _ := describe(ctx, s, cp.ID, time.Now())
+				total = ci.Size
 			}
 			// Progress counts the state read from the store into the archive.
 			p := a.newProgress("savepoint "+label, total)

@@ -46,11 +46,16 @@ restore changes nothing.`,
 			if err != nil {
 				return err
 			}
-			src := bs
-			if from != "" {
-				if src, err = openStoreURL(ctx, from, from); err != nil {
-					return err
-				}
+			// The savepoint is read from a store that must exist (a
+			// missing directory is said so, not "no savepoint"); the
+			// store restored into may be a new one.
+			srcURL := from
+			if srcURL == "" {
+				srcURL = storeURL
+			}
+			src, err := openStoreURL(ctx, srcURL, mustExist(srcURL))
+			if err != nil {
+				return err
 			}
 			info, err := src.Stat(ctx, checkpoint.SavepointKey(label))
 			if errors.Is(err, blobstore.ErrNotFound) {

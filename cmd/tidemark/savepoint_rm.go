@@ -19,7 +19,7 @@ func (a *app) savepointRmCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label := args[0]
-			bs, _, err := a.openStore(ctx)
+			bs, _, err := a.openReader(ctx) // a missing directory is an error, not "no savepoint"
 			if err != nil {
 				return err
 			}

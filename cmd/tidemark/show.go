@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,28 +20,51 @@ import (
 
 // isAlias reports whether id is one of the aliases "latest" and
 // "latest-completed".
-func isAlias(id string) bool { return id == "latest" || id == "latest-completed" }
+func isAlias(id string) bool {
+	return id == blobstorage.PointerLatest || id == blobstorage.PointerLatestCompleted
+}
 
-// resolveID turns the aliases "latest" and "latest-completed" into ids.
-func resolveID(ctx context.Context, s *blobstorage.Storage, id string) (string, error) {
-	if !isAlias(id) {
-		if _, err := checkpoint.ParseID(id); err != nil {
-			return "", usageError{fmt.Errorf("%w (or latest, latest-completed)", err)}
+// checkName checks the argument of show (withLabels false) and verify
+// (true): a checkpoint id of the form ls lists (checkpoint.ParseID), an
+// alias, or for verify a savepoint label. Anything else is a usage error
+// saying what is accepted.
+func checkName(name string, withLabels bool) error {
+	if isAlias(name) {
+		return nil
+	}
+	_, err := checkpoint.ParseID(name)
+	if err == nil || withLabels && checkpoint.ValidateLabel(name) == nil {
+		return nil
+	}
+	form := "ckpt-<20 digits>, as tidemark ls lists them"
+	if digits, ok := strings.CutPrefix(name, "ckpt-"); ok && len(digits) == 20 && strings.Trim(digits, "0123456789") == "" {
+		form = "ckpt-<20 digits> up to " + checkpoint.NewID(^uint64(0)) // the form, out of range
+	}
+	if !withLabels {
+		return usagef("%q is not a checkpoint id (%s), latest or latest-completed", name, form)
+	}
+	return usagef("%q is neither a checkpoint id (%s), latest, latest-completed nor a savepoint label", name, form)
+}
+
+// loadNamed reads the record of the checkpoint name names: an id, or an
+// alias (its pointer followed). A pointer that is damaged or names a
+// record that does not exist is archive.ErrCorrupt (exit 3).
+func loadNamed(ctx context.Context, s *blobstorage.Storage, name string) (*blobstorage.Record, error) {
+	if !isAlias(name) {
+		rec, err := s.LoadRecord(ctx, name)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return nil, fmt.Errorf("no checkpoint %q in the store (tidemark ls lists them): %w", name, checkpoint.ErrNotFound)
 		}
-		return id, nil
+		return rec, err
 	}
-	latest, completed, err := latestIDs(ctx, s)
+	rec, err := s.PointerRecord(ctx, name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	got := latest
-	if id == "latest-completed" {
-		got = completed
+	if rec == nil {
+		return nil, fmt.Errorf("no %s checkpoint in the store: %w", name, checkpoint.ErrNotFound)
 	}
-	if got == "" {
-		return "", fmt.Errorf("no %s checkpoint: %w", id, checkpoint.ErrNotFound)
-	}
-	return got, nil
+	return rec, nil
 }
 
 func (a *app) showCmd() *cobra.Command {
@@ -52,22 +76,23 @@ transaction id, source offsets, operator state, and every state file with its
 size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed".`,
 		Example: `  tidemark show latest-completed
   tidemark show ckpt-00000000000000000007 --output json`,
-		Args: exactArgs("ID"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := exactArgs("ID")(cmd, args); err != nil {
+				return err
+			}
+			return checkName(args[0], false)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			_, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
 			}
-			id, err := resolveID(ctx, s, args[0])
+			rec, err := loadNamed(ctx, s, args[0])
 			if err != nil {
 				return err
 			}
-			rec, err := s.LoadRecord(ctx, id)
-			if err != nil {
-				return err
-			}
-			ci := summarize(id, rec, time.Now())
+			ci := summarize(rec.ID, rec, time.Now())
 			offsets := any(string(rec.Offsets()))
 			if o, err := demo.DecodeOffsets(rec.Offsets()); err == nil {
 				offsets = o

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +19,14 @@ import (
 // redacted), and an unknown scheme lists the schemes tidemark supports
 // (the library's error suggests importing a Go package).
 func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstore, error) {
-	if u, err := url.Parse(typed); err == nil && u.Scheme != "" && !supportedScheme(u.Scheme) {
+	if u, err := url.Parse(typed); err == nil && u.Scheme == "" {
+		hint := ""
+		if strings.HasPrefix(u.Path, "/") {
+			hint = fmt.Sprintf("; for a directory: %s", (&url.URL{Scheme: "file", Path: u.Path}).String())
+		}
+		return nil, fmt.Errorf("%w %q: no scheme (tidemark supports %s%s)",
+			blobstore.ErrInvalidURL, u.Redacted(), strings.Join(cliSchemes, ", "), hint)
+	} else if err == nil && !supportedScheme(u.Scheme) {
 		return nil, fmt.Errorf("%w %q: unknown scheme %q (tidemark supports %s)",
 			blobstore.ErrInvalidURL, u.Redacted(), u.Scheme, strings.Join(cliSchemes, ", "))
 	}
@@ -29,13 +37,19 @@ func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstor
 	return bs, err
 }
 
-// cliSchemes are the store schemes the CLI documents (--help, README):
-// the persistent ones. (mem://, registered too, forgets everything when
-// the process exits.)
+// cliSchemes are the store schemes the CLI supports and documents (--help,
+// README): the persistent ones. Any other scheme is refused, registered
+// or not: mem:// (which the binary does not import) would forget
+// everything when the command exits, so what the CLI lists is what it
+// opens.
 var cliSchemes = []string{"file", "s3"}
 
+// testSchemes are schemes the tests register and the CLI opens too,
+// unlisted (probetest://).
+var testSchemes []string
+
 func supportedScheme(scheme string) bool {
-	for _, s := range blobstore.Schemes() {
+	for _, s := range append(slices.Clip(cliSchemes), testSchemes...) {
 		if strings.EqualFold(s, scheme) {
 			return true
 		}
@@ -79,4 +93,13 @@ func withParam(u *url.URL, name, value string) {
 	} else {
 		u.RawQuery += "&" + p
 	}
+}
+
+// redactURL returns a store URL for a message, its password (if any)
+// redacted.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
 }

@@ -22,8 +22,8 @@ func TestInvalidURLErrorQuotesTypedURL(t *testing.T) {
 			`invalid store URL "file:///tmp/x?lock_timeout=forever": parameter lock_timeout="forever"`, []string{"must_exist"}},
 		{"ls file password", "file://u:pw@tmp/x", []string{"ls"},
 			`invalid store URL "file://u:xxxxx@tmp/x": file URLs take no user`, []string{"pw@", "must_exist"}},
-		{"demo s3", "s3://b/job?endpoint=http://127.0.0.1:1&part_size=1MiB", demoArgs(t.TempDir(), "s3://b/job?endpoint=http://127.0.0.1:1&part_size=1MiB"),
-			`invalid store URL s3://b/job?endpoint=http://127.0.0.1:1&part_size=1MiB: parameter part_size="1MiB"`,
+		{"demo s3", "s3://bkt/job?endpoint=http://127.0.0.1:1&part_size=1MiB", demoArgs(t.TempDir(), "s3://bkt/job?endpoint=http://127.0.0.1:1&part_size=1MiB"),
+			`invalid store URL s3://bkt/job?endpoint=http://127.0.0.1:1&part_size=1MiB: parameter part_size="1MiB"`,
 			[]string{"max_attempts", "operation_timeout", "%3A%2F"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,5 +72,25 @@ func TestUnknownSchemeListsSupportedSchemes(t *testing.T) {
 				t.Errorf("stderr %q gives the Go library's hint", errOut)
 			}
 		})
+	}
+}
+
+// The CLI lists the same schemes whether the URL has none or an unknown
+// one, and those are what it opens: mem:// (which would forget everything
+// when the command exits) is not one of them. S3 URLs that name a bucket
+// S3 cannot have, or carry a fragment, are usage errors too.
+func TestStoreURLErrorsAgreeOnSchemes(t *testing.T) {
+	for store, want := range map[string]string{
+		"mem://x":         `unknown scheme "mem" (tidemark supports file, s3)`,
+		"/tmp/x":          `no scheme (tidemark supports file, s3; for a directory: file:///tmp/x)`,
+		"relative/dir":    `no scheme (tidemark supports file, s3)`,
+		"s3://B_ad/p":     `bucket "B_ad": uppercase letters`,
+		"s3://ab/p":       `bucket "ab": too short`,
+		"s3://bkt/p#frag": `s3 URLs take no fragment`,
+	} {
+		_, errOut, code := tm(t, store, "ls")
+		if code != exitUsage || !strings.Contains(errOut, want) {
+			t.Errorf("ls --store %s: exit %d, want %d saying %q\n%s", store, code, exitUsage, want, errOut)
+		}
 	}
 }

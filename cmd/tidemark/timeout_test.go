@@ -60,3 +60,14 @@ func TestCommandsGiveUpOnAStalledEndpointWithinTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A demo that --timeout stops says it timed out, not that it was
+// interrupted, and keeps the resume hint.
+func TestDemoStoppedByTimeoutSaysSo(t *testing.T) {
+	args := append(demoArgs(t.TempDir(), fileURL(t.TempDir())), "--slow", "100ms", "--timeout", "1s")
+	_, errOut, code := tm(t, "", args...)
+	if code != exitError || !strings.Contains(errOut, "timed out (--timeout) after 1s at record") ||
+		!strings.Contains(errOut, "Run the same command again to resume") || strings.Contains(errOut, "interrupted") {
+		t.Fatalf("demo --timeout 1s: exit %d, want %d saying it timed out and how to resume:\n%s", code, exitError, errOut)
+	}
+}

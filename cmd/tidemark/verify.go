@@ -24,11 +24,18 @@ func (a *app) verifyCmd() *cobra.Command {
 from the store and checks each file's size and SHA-256 against the record (or the
 archive manifest). It writes nothing. Exit 3 when anything is missing or corrupt.
 The argument is a checkpoint id (or "latest", "latest-completed") when the store has
-such a checkpoint, else a savepoint label.`,
+such a checkpoint, else a savepoint label; anything that can be neither is a usage
+error (exit 2). A latest or latest-completed pointer that is damaged or names a
+checkpoint with no record is exit 3.`,
 		Example: `  tidemark verify latest-completed
   tidemark verify before-upgrade --store s3://backup/wordcount
   tidemark verify before-upgrade --output json || echo "corrupt: exit $?"`,
-		Args: exactArgs("ID|LABEL"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := exactArgs("ID|LABEL")(cmd, args); err != nil {
+				return err
+			}
+			return checkName(args[0], true)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			bs, s, err := a.openReader(ctx)
@@ -36,25 +43,37 @@ such a checkpoint, else a savepoint label.`,
 				return err
 			}
 			name := args[0]
-			switch id, err := resolveID(ctx, s, name); {
-			case err == nil:
-				rec, err := s.LoadRecord(ctx, id)
+			if isAlias(name) {
+				// An alias names a checkpoint, never a savepoint.
+				rec, err := loadNamed(ctx, s, name)
+				if errors.Is(err, archive.ErrCorrupt) {
+					// A damaged pointer or record is a verdict: FAILED.
+					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
+				}
+				if err != nil {
+					return err
+				}
+				return a.verifyCheckpoint(ctx, bs, rec.ID, rec)
+			}
+			if _, err := checkpoint.ParseID(name); err == nil {
+				rec, err := s.LoadRecord(ctx, name)
 				if err == nil {
-					return a.verifyCheckpoint(ctx, bs, id, rec)
+					return a.verifyCheckpoint(ctx, bs, name, rec)
+				}
+				if errors.Is(err, archive.ErrCorrupt) {
+					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
 				}
 				if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
 					return err
 				}
-			case isAlias(name):
-				return err // an alias names a checkpoint, never a savepoint
 			}
 			// Not a checkpoint of the store: a savepoint label, or nothing.
 			if checkpoint.ValidateLabel(name) != nil {
-				return fmt.Errorf("no checkpoint %q: %w", name, checkpoint.ErrNotFound)
+				return fmt.Errorf("no checkpoint %q in the store (tidemark ls lists them): %w", name, checkpoint.ErrNotFound)
 			}
 			info, err := bs.Stat(ctx, checkpoint.SavepointKey(name))
 			if errors.Is(err, blobstore.ErrNotFound) {
-				return fmt.Errorf("no checkpoint or savepoint named %q in the store", name)
+				return fmt.Errorf("no checkpoint or savepoint named %q in the store (tidemark ls lists them)", name)
 			}
 			if err != nil {
 				return err

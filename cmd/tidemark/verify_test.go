@@ -31,3 +31,22 @@ func TestVerifyCheckpointDetectsCorruptionWithExitThree(t *testing.T) {
 		t.Fatalf("verify with a missing file: exit %d, want 3", code)
 	}
 }
+
+// show and verify validate their argument the same way: a name that is
+// no checkpoint id, alias or (for verify) savepoint label is a usage error
+// saying what is accepted, not a checkpoint that was not found.
+func TestShowAndVerifyRefuseANameThatCannotBeOne(t *testing.T) {
+	store := fileURL(t.TempDir())
+	for _, name := range []string{"", ".", "..", "/", "../../etc", "a/b", strings.Repeat("x", 300)} {
+		for _, cmd := range []string{"show", "verify"} {
+			_, errOut, code := tm(t, store, cmd, name)
+			if code != exitUsage || !strings.Contains(errOut, "latest-completed") || strings.Contains(errOut, "not found") {
+				t.Errorf("%s %q: exit %d, want %d saying what is accepted\n%s", cmd, name, code, exitUsage, errOut)
+			}
+		}
+	}
+	_, errOut, code := tm(t, store, "show", "ckpt-99999999999999999999")
+	if code != exitUsage || strings.Contains(errOut, "strconv") || !strings.Contains(errOut, "ckpt-18446744073709551615") {
+		t.Errorf("show of an id past the last: exit %d, want %d naming the last id\n%s", code, exitUsage, errOut)
+	}
+}
