@@ -24,6 +24,21 @@ func TestDemoWorkerCoordinatorMustBeHostPort(t *testing.T) {
 	}
 }
 
+// A worker's --metrics-addr is checked as the coordinator's is, before
+// it connects or touches its --dir.
+func TestDemoWorkerMetricsAddrMustBeHostPort(t *testing.T) {
+	for _, addr := range []string{"nonsense", "127.0.0.1:99999", "127.0.0.1:http"} {
+		dir := filepath.Join(t.TempDir(), "w")
+		_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", "127.0.0.1:7070", "--slot", "0", "--dir", dir, "--metrics-addr", addr)
+		if code != exitUsage || !strings.Contains(errOut, "--metrics-addr") {
+			t.Fatalf("demo worker --metrics-addr %s: exit %d, want %d naming the flag:\n%s", addr, code, exitUsage, errOut)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("demo worker --metrics-addr %s created its --dir (%v)", addr, err)
+		}
+	}
+}
+
 // A worker whose coordinator is not there yet says at once that it waits
 // for it, and for how long; stopped by --timeout it still says why it
 // could not connect.

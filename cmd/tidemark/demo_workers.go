@@ -92,6 +92,11 @@ is lost. --dir is locked while the worker runs: one worker per directory.`,
 			if err := checkHostPort(coord); err != nil {
 				return usagef("demo worker: --coordinator %s: %v", coord, err)
 			}
+			if metricsAddr != "" {
+				if err := checkListenAddr("--metrics-addr", metricsAddr, "127.0.0.1:9464"); err != nil {
+					return err
+				}
+			}
 			unlock, err := lockDemoDir(dir)
 			if err != nil {
 				return err
