@@ -106,8 +106,9 @@ func verifyFailed(err error) error {
 }
 
 // reportVerify prints the verdict of a verification, v with OK when err is
-// nil or with the damage err found (exit 3), and returns err. An err that is
-// no verdict (store unreachable, interrupted) is only returned.
+// nil or with the damage err found (exit 3, said once: in the verdict),
+// and returns err. An err that is no verdict (store unreachable,
+// interrupted) is only returned.
 func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error {
 	if err != nil {
 		if err = verifyFailed(err); exitCode(ctx, err) != exitVerify {
@@ -123,7 +124,11 @@ func (a *app) reportVerify(ctx context.Context, v verifyResult, err error) error
 			fmt.Fprintf(w, "%s %s: FAILED: %s\n", v.Kind, v.Name, v.Error)
 		}
 	})
-	return err
+	if err != nil {
+		// The verdict said it: no second copy of it on stderr.
+		return quietError{err}
+	}
+	return nil
 }
 
 // verifyCheckpoint re-reads every state file rec, the record of id, names.

@@ -20,9 +20,13 @@ func TestVerifyCheckpointDetectsCorruptionWithExitThree(t *testing.T) {
 	if err := bs.Put(ctx, victim, strings.NewReader("not the state")); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code := tm(t, store, "verify", "latest-completed")
+	out, errOut, code := tm(t, store, "verify", "latest-completed")
 	if code != exitVerify || !strings.Contains(out, "FAILED") || !strings.Contains(out, victim) {
 		t.Fatalf("verify of a corrupt checkpoint: exit %d, stdout %q; want 3, FAILED naming %s", code, out, victim)
+	}
+	// The damage is said once, in the verdict.
+	if strings.Contains(errOut, victim) {
+		t.Errorf("verify said the damage twice; stderr: %q", errOut)
 	}
 	if err := bs.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
