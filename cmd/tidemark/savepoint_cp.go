@@ -28,9 +28,17 @@ copy is written only if the label is free in DST); --replace replaces it.`,
   tidemark savepoint cp v1 s3://prod/job s3://backup/job --output json
   tidemark savepoint cp nightly s3://prod/job s3://backup/job --replace`,
 		Args: labelArgs("LABEL", "SRC_URL", "DST_URL"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
 			label, srcURL, dstURL := args[0], args[1], args[2]
+			// A new destination directory that gets no savepoint is
+			// removed again: a refused copy leaves nothing behind.
+			created := dirsToCreate(dstURL)
+			defer func() {
+				if err != nil {
+					created.undo()
+				}
+			}()
 			// The source must exist (a missing directory is said so, not
 			// "no savepoint"); the destination may be a new store.
 			src, err := openStoreURL(ctx, srcURL, mustExist(srcURL))

@@ -39,9 +39,19 @@ restore changes nothing.`,
   tidemark savepoint restore v1 --from s3://backup/wordcount --store file:///srv/job
   tidemark demo --store s3://dr-bucket/wordcount    # resumes from the savepoint`,
 		Args: labelArgs("LABEL"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
 			label := args[0]
+			// A new store directory that gets no checkpoint (the
+			// savepoint is damaged or missing) is removed again.
+			if u, uerr := a.storeURL(); uerr == nil {
+				created := dirsToCreate(u)
+				defer func() {
+					if err != nil {
+						created.undo()
+					}
+				}()
+			}
 			bs, storeURL, err := a.openStore(ctx)
 			if err != nil {
 				return err

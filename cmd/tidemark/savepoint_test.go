@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
@@ -68,6 +70,39 @@ func TestSavepointCopyRefusesACorruptSavepoint(t *testing.T) {
 	mustJSON(t, dst, &sps, "savepoint", "ls")
 	if len(sps) != 0 {
 		t.Fatalf("a corrupt copy became visible in the destination: %+v", sps)
+	}
+}
+
+// A copy or restore of a damaged savepoint into a directory that did not
+// exist leaves no directory behind (opening a file store creates its
+// directory, before the damage is known).
+func TestRefusedCopyOrRestoreLeavesNoNewDirectory(t *testing.T) {
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
+	corruptSavepoint(t, openURL(t, src), "v1")
+	parent := t.TempDir()
+	for _, args := range [][]string{
+		{"savepoint", "cp", "v1", src, fileURL(filepath.Join(parent, "cp", "nested"))},
+		{"savepoint", "restore", "v1", "--from", src, "--store", fileURL(filepath.Join(parent, "restore", "nested"))},
+		{"savepoint", "cp", "nope", src, fileURL(filepath.Join(parent, "missing"))},
+	} {
+		if _, errOut, code := tm(t, "", args...); code == exitOK {
+			t.Fatalf("tidemark %s: exit 0\n%s", strings.Join(args, " "), errOut)
+		}
+		if entries, err := os.ReadDir(parent); err != nil || len(entries) != 0 {
+			t.Fatalf("tidemark %s, refused, left %v (%v) in the parent directory", strings.Join(args, " "), entries, err)
+		}
+	}
+	// A directory that was there stays, empty or not.
+	keep := filepath.Join(parent, "kept")
+	if err := os.Mkdir(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := tm(t, "", "savepoint", "cp", "v1", src, fileURL(keep)); code != exitVerify {
+		t.Fatalf("cp of a corrupt savepoint into an existing directory: exit %d, want 3", code)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the existing destination directory was removed: %v", err)
 	}
 }
 
