@@ -65,7 +65,7 @@ func (l *loop) run(ctx context.Context) error {
 		if halted {
 			return fmt.Errorf("demo: halted by hook: %w", ErrCrashed)
 		}
-		return fmt.Errorf("demo: checkpoint: %w", err)
+		return fmt.Errorf("demo: %w", err) // the Coordinator's errors say "checkpoint: …"
 	}
 	// wait blocks until checkpoint id completed, the coordinator failed or
 	// halted, or ctx is done.
