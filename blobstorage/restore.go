@@ -32,7 +32,9 @@ import (
 // exists already and its files have the recorded sizes, Restore downloads
 // nothing — unless it was restored unsynced before the machine restarted,
 // when its digests are checked first and it is restored afresh if one
-// differs.
+// differs. A StateDir(id) whose files do not have the recorded sizes (the
+// leftover of a checkpoint this node took under the same id and never
+// persisted) is replaced by a fresh restore.
 //
 // While it runs, Restore keeps a pin (pins/<id>/<nonce>) that stops GC
 // from deleting the checkpoint. A file deleted anyway (a GC older than
@@ -78,16 +80,21 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 	}
 	dst := s.StateDir(id)
 	if _, err := os.Lstat(dst); err == nil {
-		if err := checkSizes(dst, rec); err != nil {
-			return fmt.Errorf("blobstorage: restore %q: %s exists and does not match the record: %w", id, dst, err)
-		}
-		if !unsyncedSinceReboot(dst) {
+		switch serr := checkSizes(dst, rec); {
+		case serr != nil:
+			// Not this record's state: the leftover of a checkpoint this
+			// node took under the same id but never persisted (a writer
+			// fenced mid-checkpoint, whose id a newer writer's checkpoint
+			// — a savepoint restored as a new lineage — then took). It is
+			// worth nothing: restore afresh.
+			s.opts.Logger.Info("blobstorage: restore: the local state directory does not match the record; restoring afresh",
+				"id", id, "dir", dst, "why", serr.Error())
+		case !unsyncedSinceReboot(dst):
 			s.seedCache(dst, rec)
 			return nil
-		}
-		// Written unsynced before the machine restarted: trust it only
-		// if every digest holds, else restore it afresh.
-		if err := checkDigests(dst, rec); err == nil {
+		case checkDigests(dst, rec) == nil:
+			// Written unsynced before the machine restarted, and every
+			// digest holds: trusted again.
 			if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 			}
@@ -95,6 +102,9 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 			return nil
 		}
 		if err := os.RemoveAll(dst); err != nil {
+			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+		}
+		if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

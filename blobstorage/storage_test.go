@@ -597,3 +597,31 @@ func TestRemoveStateDirLeavesNothingBehind(t *testing.T) {
 		t.Error("RemoveStateDir of an invalid id succeeded")
 	}
 }
+
+// A local state directory of the id being restored that does not match
+// the record (a fenced writer's leftover of a checkpoint it never
+// persisted, whose id a newer writer then used) is replaced by a fresh,
+// verified restore: it made every later resume of that node fail.
+func TestRestoreReplacesALeftoverThatDoesNotMatchTheRecord(t *testing.T) {
+	bs := newMem()
+	w := newWriter(t, bs, Options{})
+	id := checkpoint.NewID(1)
+	want := stateFiles{"op": {"000001.sst": "table bytes", "MANIFEST-000001": "manifest"}}
+	saveState(t, w, id, checkpoint.StatusCompleted, want)
+	node := New(bs, t.TempDir(), Options{})
+	leftover := filepath.Join(node.StateDir(id), "op")
+	if err := os.MkdirAll(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"000009.sst": "a zombie's table", "MANIFEST-000001": "a zombie's manifest, longer"} {
+		if err := os.WriteFile(filepath.Join(leftover, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := node.Restore(t.Context(), id); err != nil {
+		t.Fatalf("Restore over a leftover: %v", err)
+	}
+	if got := readTree(t, node.StateDir(id)); !maps.Equal(got, flatten(want, nil)) {
+		t.Fatalf("restored %v, want %v", got, flatten(want, nil))
+	}
+}
