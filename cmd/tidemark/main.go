@@ -147,10 +147,7 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 	// A signal cancels the command's context: say so, rather than leave
 	// the user with a bare "context canceled" from deep in the call.
-	var se signalError
-	if errors.As(context.Cause(ctx), &se) && errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), se.Error()) && !errors.As(err, new(quietError)) {
-		err = fmt.Errorf("%w: %w", se, err)
-	}
+	err = interruptedError(ctx, err)
 	code := exitCode(ctx, err)
 	// a.output holds --output as far as the command line was parsed.
 	if a.output == "json" {
@@ -166,6 +163,27 @@ func run(ctx context.Context, args []string, e env) int {
 	return code
 }
 
+// interruptedError returns err, said to be an interruption first when a
+// signal stopped the command (the error the command ended on comes from
+// deep in the call: "context canceled", or the signal in passing).
+func interruptedError(ctx context.Context, err error) error {
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) && stoppedBy(ctx, err) && !strings.HasPrefix(err.Error(), se.Error()) && !errors.As(err, new(quietError)) {
+		return fmt.Errorf("%w: %w", se, err)
+	}
+	return err
+}
+
+// stoppedBy reports whether err is how a command ended because ctx was
+// cancelled (by a signal): it wraps context.Canceled, or the cancellation's
+// cause itself (some stores return context.Cause(ctx)).
+func stoppedBy(ctx context.Context, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(ctx))
+}
+
 // exitCode classifies err.
 func exitCode(ctx context.Context, err error) int {
 	var ue usageError
@@ -174,7 +192,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUsage
 	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
 		return exitVerify
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+	case stoppedBy(ctx, err):
 		var se signalError
 		if errors.As(context.Cause(ctx), &se) {
 			if n, ok := se.sig.(syscall.Signal); ok {

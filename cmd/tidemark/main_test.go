@@ -158,6 +158,27 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCode(ctx, fmt.Errorf("stopped: %w", context.Canceled)); got != want {
 			t.Errorf("%v: exit %d, want %d", sig, got, want)
 		}
+		// A store that returns context.Cause(ctx) (the signal itself,
+		// not context.Canceled): interrupted all the same.
+		if got := exitCode(ctx, fmt.Errorf("gc: %w", context.Cause(ctx))); got != want {
+			t.Errorf("%v, the cause returned: exit %d, want %d", sig, got, want)
+		}
+	}
+}
+
+// The interruption is said first, even when a layer below already named
+// it in the middle of its message ("… (after interrupted …)").
+func TestInterruptedErrorStartsWithTheSignal(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(signalError{syscall.SIGINT})
+	for _, err := range []error{
+		fmt.Errorf("verify: read: %w (after %v)", context.Canceled, context.Cause(ctx)),
+		fmt.Errorf("gc: %w", context.Cause(ctx)),
+	} {
+		got := interruptedError(ctx, err).Error()
+		if !strings.HasPrefix(got, "interrupted (SIGINT, Ctrl-C): ") {
+			t.Errorf("%v → %q, want it to start with the interruption", err, got)
+		}
 	}
 }
 
