@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -210,6 +211,23 @@ func (s *Storage) listInventory(ctx context.Context) (inventory, error) {
 		return inv, err
 	}
 	inv.latest, inv.latestCompleted = latest.ID, latestCompleted.ID
+	// A pointer names a record that exists: a writer writes the record
+	// before it moves a pointer to it, and GC never deletes what a
+	// pointer names. One that names no record (listed, or written since
+	// the listing) is damage: deciding what to keep by it could delete
+	// what a repair needs, so GC deletes nothing.
+	for _, p := range []struct{ key, id string }{{keyLatestCompleted, latestCompleted.ID}, {keyLatest, latest.ID}} {
+		if p.id == "" || slices.ContainsFunc(inv.checkpoints, func(c *listedCheckpoint) bool { return c.id == p.id && c.hasRecord }) {
+			continue
+		}
+		ok, err := s.bs.Exists(ctx, recordKey(p.id))
+		if err != nil {
+			return inv, fmt.Errorf("check the record %s names: %w", p.key, err)
+		}
+		if !ok {
+			return inv, fmt.Errorf("%s names %s, which has no record: %w (gc deletes nothing from a damaged store; see tidemark verify)", p.key, p.id, archive.ErrCorrupt)
+		}
+	}
 	for o, err := range s.bs.List(ctx, dirShared) {
 		if err != nil {
 			return inv, fmt.Errorf("list %s: %w", dirShared, err)

@@ -1,14 +1,17 @@
 package blobstorage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -392,5 +395,45 @@ func TestGCAbortsIncompleteUploadsUnderTheWholeJobPrefix(t *testing.T) {
 	}
 	if got := base.Aborted(); !slices.Equal(got, []string{"jobs/a/"}) || rep.AbortedUploads != 1 {
 		t.Fatalf("GC aborted uploads under %q (reported %d), want the job's whole prefix [jobs/a/]", got, rep.AbortedUploads)
+	}
+}
+
+// A pointer that names a checkpoint without a record is damage: GC (dry
+// run or not) refuses with archive.ErrCorrupt and deletes nothing, as
+// ls, show and verify report it (it used to plan by the dangling id and
+// delete).
+func TestGCDeletesNothingWhileAPointerDangles(t *testing.T) {
+	mem := newMem()
+	s := newWriter(t, mem, Options{Keep: 1})
+	compactingHistory(t, s, 4)
+	for _, key := range []string{keyLatestCompleted, keyLatest} {
+		before := blobstoretest.ListKeys(t, mem, "")
+		ptr, err := mem.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, err := io.ReadAll(ptr)
+		ptr.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Put(ctx, key, strings.NewReader(`{"id":"`+checkpoint.NewID(99)+`","epoch":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		for _, dry := range []bool{true, false} {
+			_, err := s.GC(ctx, GCOptions{DryRun: dry, Now: time.Now().Add(2 * time.Hour)})
+			if !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), checkpoint.NewID(99)) {
+				t.Errorf("GC (dry run %v) with %s dangling: %v, want ErrCorrupt naming the id", dry, key, err)
+			}
+		}
+		if after := blobstoretest.ListKeys(t, mem, ""); !slices.Equal(before, after) {
+			t.Errorf("GC with %s dangling changed the store:\nbefore %v\nafter  %v", key, before, after)
+		}
+		if err := mem.Put(ctx, key, bytes.NewReader(orig)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil {
+		t.Errorf("GC with the pointers repaired: %v", err)
 	}
 }
