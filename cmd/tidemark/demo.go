@@ -210,6 +210,28 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		// leave its objects owned by no checkpoint.
 		return usagef("demo: --remote-state does not work with --workers yet")
 	}
+	// The metrics address is bound before --dir is created: a port in
+	// use must leave nothing behind. The families exist from the start,
+	// at 0; the store is observed once it is open.
+	var bm *metrics.BlobstoreMetrics
+	var cm *metrics.CheckpointMetrics
+	var metricsURL string
+	if f.metricsAddr != "" {
+		reg := metrics.NewRegistry()
+		var err error
+		if bm, err = metrics.NewBlobstoreMetrics(reg, metrics.BlobstoreOptions{KeyClass: blobstorage.KeyClass, KeyClasses: blobstorage.KeyClasses}); err != nil {
+			return err
+		}
+		if cm, err = metrics.NewCheckpointMetrics(reg); err != nil {
+			return err
+		}
+		srv, err := metrics.Start(ctx, f.metricsAddr, reg)
+		if err != nil {
+			return fmt.Errorf("demo: --metrics-addr: %w", err)
+		}
+		defer srv.Close()
+		metricsURL = srv.URL()
+	}
 	// Before anything opens the store (the default one is inside the
 	// dir) or writes a local file: a second demo on this dir would
 	// corrupt the first one's live state and checkpoints.
@@ -235,23 +257,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	// result (one line, or JSON with --output json).
 	say := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	opts := blobstorage.Options{Keep: f.keep, Concurrency: f.concurrency, Logger: a.logger}
-	if f.metricsAddr != "" {
-		reg := metrics.NewRegistry()
-		bm, err := metrics.NewBlobstoreMetrics(reg, metrics.BlobstoreOptions{KeyClass: blobstorage.KeyClass, KeyClasses: blobstorage.KeyClasses})
-		if err != nil {
-			return err
-		}
-		cm, err := metrics.NewCheckpointMetrics(reg)
-		if err != nil {
-			return err
-		}
+	if bm != nil {
 		raw, opts.Observer = bm.Wrap(raw), cm
-		srv, err := metrics.Start(ctx, f.metricsAddr, reg)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		say("metrics at %s", srv.URL())
+		say("metrics at %s", metricsURL)
 	}
 	up := &uploads{}
 	bs := blobstore.Observe(raw, up)

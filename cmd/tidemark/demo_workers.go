@@ -97,11 +97,6 @@ is lost. --dir is locked while the worker runs: one worker per directory.`,
 					return err
 				}
 			}
-			unlock, err := lockDemoDir(dir)
-			if err != nil {
-				return err
-			}
-			defer unlock()
 			cfg := demo.WorkerConfig{
 				Coordinator: coord,
 				Slot:        slot,
@@ -110,13 +105,20 @@ is lost. --dir is locked while the worker runs: one worker per directory.`,
 				Logger:      a.logger,
 				Notify:      func(msg string) { fmt.Fprintf(a.env.stderr, "tidemark demo worker (slot %d): %s\n", slot, msg) },
 			}
+			// The metrics address is bound before --dir is created: a
+			// port in use must leave nothing behind.
 			if metricsAddr != "" {
 				stop, err := a.serveWorkerMetrics(cmd.Context(), metricsAddr, &cfg)
 				if err != nil {
-					return err
+					return fmt.Errorf("demo worker: --metrics-addr: %w", err)
 				}
 				defer stop()
 			}
+			unlock, err := lockDemoDir(dir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			err = demo.ServeWorker(cmd.Context(), cfg)
 			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
 				// Interrupted (Ctrl-C reaches the coordinator and the

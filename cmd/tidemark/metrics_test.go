@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -174,5 +175,29 @@ func TestDemoWorkerServesItsMetrics(t *testing.T) {
 	}
 	if c := <-coord.done; c.code != 0 {
 		t.Errorf("coordinator: exit %d\n%s", c.code, c.stderr)
+	}
+}
+
+// A --metrics-addr that parses but cannot be bound (a port in use) fails
+// naming the flag, before the demo or the worker creates its --dir.
+func TestMetricsAddrInUseLeavesNoDir(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String()
+	for _, args := range [][]string{
+		{"demo", "--records", "1000", "--metrics-addr", busy, "--dir"},
+		{"demo", "worker", "--coordinator", "127.0.0.1:7070", "--slot", "0", "--metrics-addr", busy, "--dir"},
+	} {
+		dir := filepath.Join(t.TempDir(), "deep", "dir")
+		_, errOut, code := tm(t, "", append(args, dir)...)
+		if code == exitOK || !strings.Contains(errOut, "--metrics-addr") {
+			t.Errorf("tidemark %s with %s in use: exit %d, want a failure naming --metrics-addr:\n%s", strings.Join(args, " "), busy, code, errOut)
+		}
+		if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
+			t.Errorf("tidemark %s with %s in use created %s (%v)", strings.Join(args, " "), busy, filepath.Dir(dir), err)
+		}
 	}
 }
