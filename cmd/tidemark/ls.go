@@ -66,11 +66,24 @@ func lsProblems(problems []error) error {
 			break
 		}
 	}
-	if len(problems) == 1 {
-		return fmt.Errorf("ls: %w", first)
+	// The listing shows each problem; the error says how many, once,
+	// and carries the first for the exit code.
+	what := "1 record or pointer is"
+	if len(problems) > 1 {
+		what = fmt.Sprintf("%d records or pointers are", len(problems))
 	}
-	return fmt.Errorf("ls: %d records or pointers unreadable (listed above), first: %w", len(problems), first)
+	return summaryError{msg: "ls: " + what + " unreadable or damaged (listed above)", err: first}
 }
+
+// summaryError says msg, and wraps err (for the exit code) without
+// repeating it.
+type summaryError struct {
+	msg string
+	err error
+}
+
+func (e summaryError) Error() string { return e.msg }
+func (e summaryError) Unwrap() error { return e.err }
 
 // summarize summarizes rec, the record of id.
 func summarize(id string, rec *blobstorage.Record, now time.Time) checkpointInfo {
