@@ -43,7 +43,7 @@ func (c *wcoord) standbyLocked(a arrival) {
 		return
 	}
 	if old, ok := c.pending[s]; ok {
-		err := fmt.Errorf("worker %s connected as the standby of slot %d since: it replaces this one", a.hello.Worker, s)
+		err := fmt.Errorf("a newer standby of slot %d connected (worker %s) and replaces this one", s, a.hello.Worker)
 		_ = old.c.sendNow(wireRequest{Op: opRefuse, Reason: err.Error()})
 		_ = old.c.close()
 		c.event(WorkerEvent{Event: "refused", Slot: s, Worker: old.hello.Worker, Err: err, Missing: c.missingLocked()})

@@ -77,7 +77,7 @@ restore changes nothing.`,
 			// Verify before taking the writer role: a refused restore must
 			// not fence the job running on the store.
 			if err := a.verifySavepointArchive(ctx, src, label, info.Size); err != nil {
-				return verifyFailed(err)
+				return fmt.Errorf("savepoint restore %q: %w", label, verifyFailed(err))
 			}
 			size := info.Size
 			dst, cleanup, err := writeStorage(ctx, bs, blobstorage.Options{})
