@@ -24,21 +24,9 @@ func savepointInAnotherStore(t *testing.T) (east, west blobstore.Blobstore, want
 	if _, err := Run(demofault.With(ctx, demofault.Faults{CrashAfter: 10_200}), crashing); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("run on east: %v, want ErrCrashed", err)
 	}
-	reader := blobstorage.New(east, "", blobstorage.Options{})
-	id, err := checkpoint.CreateSavepoint(ctx, reader, east, "move")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := reader.LoadSpecific(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := DecodeOffsets(cp.Offsets())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if off.Next == 0 || off.Next >= 20_000 {
-		t.Fatalf("savepoint at offset %d: want one mid-way (the test proves nothing)", off.Next)
+	id, next := savepointOf(t, east, "move")
+	if next == 0 || next >= 20_000 {
+		t.Fatalf("savepoint at offset %d: want one mid-way (the test proves nothing)", next)
 	}
 	if err := checkpoint.CopySavepoint(ctx, east, west, "move"); err != nil {
 		t.Fatal(err)
@@ -50,7 +38,7 @@ func savepointInAnotherStore(t *testing.T) (east, west blobstore.Blobstore, want
 	if got, err := checkpoint.RestoreSavepoint(ctx, dst, west, "move"); err != nil || got != id {
 		t.Fatalf("restore into west = %q, %v; want %q", got, err, id)
 	}
-	return east, west, Base{Offset: off.Next, Checkpoint: id}
+	return east, west, Base{Offset: next, Checkpoint: id}
 }
 
 func TestRunResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {

@@ -209,18 +209,7 @@ func TestRunDetectsOutputProducedTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := bs.Get(ctx, OutPrefix+out.LastID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := readAllClose(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dup := checkpoint.NewID(999)
-	if err := bs.Put(ctx, OutPrefix+dup, bytesReader(recommitAs(t, body, dup))); err != nil {
-		t.Fatal(err)
-	}
+	duplicateTransaction(t, bs, out.LastID)
 	res, err := Run(ctx, node(t, bs))
 	if !errors.Is(err, ErrNotExactlyOnce) || res.Check.OK() || res.Check.OutputWrong == 0 {
 		t.Fatalf("run over doubled output: %v, check %s; want ErrNotExactlyOnce", err, res.Check)
@@ -255,4 +244,23 @@ func TestRunClearsLeftoverLocalStateOfAnUnpersistedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustComplete(t, cfg)
+}
+
+// duplicateTransaction commits the committed transaction of checkpoint id
+// again, under a fresh id: exactly the damage a sink without transactions
+// does on replay.
+func duplicateTransaction(t *testing.T, bs blobstore.Blobstore, id string) {
+	t.Helper()
+	rc, err := bs.Get(t.Context(), OutPrefix+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := readAllClose(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := checkpoint.NewID(999)
+	if err := bs.Put(t.Context(), OutPrefix+dup, bytesReader(recommitAs(t, body, dup))); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -141,19 +141,7 @@ func TestRunRolledBackStillDetectsWrongOutput(t *testing.T) {
 		damage func(t *testing.T, bs blobstore.Blobstore, savepoint, restored string)
 	}{
 		{"a transaction of the new lineage doubled", func(t *testing.T, bs blobstore.Blobstore, _, restored string) {
-			id := committedIDs(t, bs, func(id string) bool { return id > restored })[0]
-			rc, err := bs.Get(ctx, OutPrefix+id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := readAllClose(rc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dup := checkpoint.NewID(999)
-			if err := bs.Put(ctx, OutPrefix+dup, bytesReader(recommitAs(t, body, dup))); err != nil {
-				t.Fatal(err)
-			}
+			duplicateTransaction(t, bs, committedIDs(t, bs, func(id string) bool { return id > restored })[0])
 		}},
 		{"a transaction of the new lineage missing", func(t *testing.T, bs blobstore.Blobstore, _, restored string) {
 			if err := bs.Delete(ctx, OutPrefix+committedIDs(t, bs, func(id string) bool { return id > restored })[0]); err != nil {

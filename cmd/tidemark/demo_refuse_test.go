@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,17 @@ func startCoordinatorEnv(t *testing.T, vars map[string]string, slow, every strin
 		c.done <- coordinatorExit{errOut, code}
 	}()
 	return c
+}
+
+// startWorker runs the worker of slot for the coordinator at addr in the
+// background; its exit code arrives on the channel.
+func startWorker(t *testing.T, addr string, slot int) <-chan int {
+	code := make(chan int, 1)
+	go func() {
+		_, _, c := tm(t, "", "demo", "worker", "--coordinator", addr, "--slot", strconv.Itoa(slot), "--dir", t.TempDir())
+		code <- c
+	}()
+	return code
 }
 
 // A worker started with a slot out of range says why it was refused
@@ -87,11 +99,7 @@ func TestDemoWorkerNeedsTheCoordinatorsToken(t *testing.T) {
 func TestDemoWorkerWithABadSlotMidRunIsRefusedAtOnce(t *testing.T) {
 	// 40 batches of 200 ms: the job runs for 8 s at least.
 	coord := startCoordinator(t, "200ms", "4000")
-	good := make(chan int, 1)
-	go func() {
-		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
-		good <- code
-	}()
+	good := startWorker(t, coord.addr, 0)
 	time.Sleep(time.Second)
 	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "5", "--dir", t.TempDir())
 	select {

@@ -61,11 +61,7 @@ func TestDemoWorkerSaysItWaitsForAnUnreachableCoordinator(t *testing.T) {
 func TestDemoSecondWorkerOfASlotIsToldItIsAStandby(t *testing.T) {
 	// 40 batches of 200 ms: the job runs for 8 s at least.
 	coord := startCoordinator(t, "200ms", "4000")
-	good := make(chan int, 1)
-	go func() {
-		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
-		good <- code
-	}()
+	good := startWorker(t, coord.addr, 0)
 	time.Sleep(time.Second)
 	_, errOut, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir())
 	want := "tidemark demo worker (slot 0): slot 0 has a live worker (slot0-"
