@@ -298,7 +298,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			} else {
 				say("resumed from checkpoint %s (%s) at record %d", p.From, p.Action, p.Offset)
 			}
-			say("to crash and resume: press Ctrl-C or `kill -9 %d` (or pass --crash-after-records N), then run the same command again", os.Getpid())
+			if p.Offset < p.Records { // a finished job only checks: nothing to crash
+				say("to crash and resume: press Ctrl-C or `kill -9 %d` (or pass --crash-after-records N), then run the same command again", os.Getpid())
+			}
 		case "records", "checkpoint":
 			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %s",
 				p.Offset, p.Records, 100*float64(p.Offset)/float64(max(p.Records, 1)),

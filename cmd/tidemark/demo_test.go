@@ -23,6 +23,19 @@ func TestDemoChecksExactlyOnceAndSaysSo(t *testing.T) {
 	}
 }
 
+// The hint how to crash and resume is for a job that runs: a finished
+// job's rerun only checks, and does not print it.
+func TestDemoHintsHowToCrashOnlyWhileThereIsWorkLeft(t *testing.T) {
+	dir, store := t.TempDir(), fileURL(t.TempDir())
+	const hint = "to crash and resume: press Ctrl-C"
+	if _, errOut, code := tm(t, "", demoArgs(dir, store)...); code != 0 || !strings.Contains(errOut, hint) {
+		t.Fatalf("first run: exit %d, want the hint:\n%s", code, errOut)
+	}
+	if _, errOut, code := tm(t, "", demoArgs(dir, store)...); code != 0 || strings.Contains(errOut, hint) {
+		t.Fatalf("rerun of the finished job: exit %d, want no hint:\n%s", code, errOut)
+	}
+}
+
 func TestDemoDefaultsToAFileStoreUnderDir(t *testing.T) {
 	dir := t.TempDir()
 	_, errOut, code := tm(t, "", "demo", "--dir", dir, "--records", "3000", "--slow", "0")
