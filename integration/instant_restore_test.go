@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstorage/remotetest"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -258,22 +259,7 @@ func instantRestore(t *testing.T, bs, ckpt blobstore.Blobstore, id string, level
 // readModel reads every key of model and returns the first read error.
 func readModel(t *testing.T, st *state.Store, model kvModel) error {
 	t.Helper()
-	for owner, kv := range model {
-		o, err := st.Owner(owner)
-		if err != nil {
-			return err
-		}
-		for k, want := range kv {
-			got, ok, err := o.Get([]byte(k))
-			if err != nil {
-				return err
-			}
-			if !ok || string(got) != want {
-				t.Fatalf("owner %q key %q: present %v, value differs from what was written", owner, k, ok)
-			}
-		}
-	}
-	return nil
+	return remotetest.ReadModel(t, st, remotetest.Model(model))
 }
 
 func TestInstantRestoreOnMinIO(t *testing.T) {

@@ -182,8 +182,16 @@ func (j *Job) TryCheckpoint(t *testing.T, seq uint64) (string, error) {
 // m; it returns the first read error.
 func (j *Job) Read(t *testing.T, m Model) error {
 	t.Helper()
+	return ReadModel(t, j.State, m)
+}
+
+// ReadModel checks that st holds exactly what m says, for every key of m
+// (the test fails on a value that differs or is missing); it returns the
+// first read error.
+func ReadModel(t *testing.T, st *state.Store, m Model) error {
+	t.Helper()
 	for owner, kv := range m {
-		o, err := j.State.Owner(owner)
+		o, err := st.Owner(owner)
 		if err != nil {
 			return err
 		}
