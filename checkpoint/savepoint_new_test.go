@@ -3,12 +3,12 @@ package checkpoint
 import (
 	"bytes"
 	"errors"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 )
 
@@ -38,16 +38,7 @@ func TestValidateNewLabel(t *testing.T) {
 // readAll returns the object under key.
 func readAll(t *testing.T, bs Blobstore, key string) []byte {
 	t.Helper()
-	rc, err := bs.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return blobstoretest.Get(t, bs, key)
 }
 
 // TestCreateNewSavepointNeverReplaces: of racing creators of one label

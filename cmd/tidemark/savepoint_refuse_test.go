@@ -3,26 +3,17 @@ package main
 import (
 	"bytes"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 func savepointBytes(t *testing.T, store, label string) []byte {
 	t.Helper()
-	rc, err := openURL(t, store).Get(t.Context(), checkpoint.SavepointKey(label))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return blobstoretest.Get(t, openURL(t, store), checkpoint.SavepointKey(label))
 }
 
 // TestSavepointCreateAndCpRefuseATakenLabel: create and cp refuse a label
