@@ -1,0 +1,84 @@
+package job
+
+import (
+	"context"
+
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// Record is one record of a job's input or output.
+type Record struct {
+	Key   []byte
+	Value []byte
+}
+
+// Txn names the sink transaction of one checkpoint: the checkpoint's id
+// and the writer (the epoch of the writer role, "e<epoch>") that opened
+// it. Two writers that use the same checkpoint id (a zombie and the node
+// that replaced it) open different transactions.
+type Txn struct {
+	ID     string // checkpoint id
+	Writer string // "e<epoch>"
+}
+
+// String returns "<id>@<writer>".
+func (t Txn) String() string { return t.ID + "@" + t.Writer }
+
+// Source is a replayable input: a log the runtime can seek.
+//
+// The runtime calls it from one goroutine. Offsets is called at every
+// barrier, between two calls of Next; the bytes it returns are stored in
+// the checkpoint and handed back to Seek on recovery, on any node.
+type Source interface {
+	// Seek positions the source just after the records that offsets (a
+	// value Offsets returned) cover. A nil offsets means the beginning.
+	// Called once, before the first Next.
+	Seek(ctx context.Context, offsets []byte) error
+	// Next returns the next batch of records. It may return an empty
+	// batch when nothing arrived for a while. io.EOF ends a bounded
+	// source: the runtime takes a final checkpoint and returns.
+	Next(ctx context.Context) ([]Record, error)
+	// Offsets returns the position after the last record Next returned,
+	// as a JSON document (tidemark show prints it as it is).
+	Offsets() ([]byte, error)
+}
+
+// Processor applies the job's logic to one batch.
+//
+// Process runs on the runtime's goroutine, between barriers. Its writes
+// to st and the records it returns belong to the current checkpoint:
+// after a crash they are both rolled back to the checkpoint restored and
+// the batch is read again, so Process must be deterministic given st and
+// in, and must have no other side effects.
+type Processor interface {
+	Process(ctx context.Context, st *state.Store, in []Record) (out []Record, err error)
+}
+
+// Sink is a transactional output, one transaction per checkpoint.
+//
+// The contract is roll-forward, as Flink's two-phase commit sinks: once
+// the runtime has persisted a checkpoint as prepared, that record is the
+// commit decision, binding on every writer. Recovery on any node commits
+// the prepared checkpoint's transaction again, and a zombie that wakes
+// late commits the same transaction, so Commit must be idempotent. No
+// transaction named by a prepared record is ever aborted.
+type Sink interface {
+	// Write adds records to the open transaction txn. Nothing written is
+	// visible to readers of the output before Commit.
+	Write(ctx context.Context, txn Txn, recs []Record) error
+	// Prepare makes everything written to txn durable, still invisible,
+	// and committable from any node: after Prepare returns nil, Commit
+	// of txn must succeed later even if this process dies now. Called
+	// once per transaction, before the checkpoint is persisted.
+	Prepare(ctx context.Context, txn Txn) error
+	// Commit makes txn's output visible, atomically. It must be
+	// idempotent: it may be called again after a crash, a lost
+	// response, by recovery on another node, and by a zombie after the
+	// takeover, possibly concurrently; each call after the first must
+	// succeed and change nothing.
+	Commit(ctx context.Context, txn Txn) error
+	// Abort discards txn, which no prepared record names: its checkpoint
+	// failed before it was persisted. Called at most once per txn, best
+	// effort; a sink may also discard such leftovers itself.
+	Abort(ctx context.Context, txn Txn) error
+}
