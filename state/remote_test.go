@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -557,4 +558,36 @@ func TestRemoteHydrateReadsTheStateAheadOfUse(t *testing.T) {
 	if err := s.Hydrate(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Hydrate with a cancelled context: %v", err)
 	}
+}
+
+// Three writers in a row, each restored from its predecessor's
+// checkpoint and writing before its own: the third one's first write
+// rotates Pebble's remote object catalog. Pebble names the new catalog
+// after its marker's next iteration, and a checkpoint's marker restarts at
+// iteration 1 whatever the catalog is called, so without alignment the
+// rotation recreated the current catalog's name and then removed it: the
+// next checkpoint failed ("REMOTE-OBJ-CATALOG-000002: no such file") and
+// the directory could not be opened again.
+func TestRemoteThirdRestoreKeepsItsObjectCatalog(t *testing.T) {
+	bs := memstore.New()
+	s := openRemote(t, filepath.Join(t.TempDir(), "live"), remoteOpts(bs, "e1", RemoteAllLevels))
+	for gen := 1; gen <= 4; gen++ {
+		fillRemote(t, s, uint64(gen), "op-a")
+		cp := filepath.Join(t.TempDir(), "cp")
+		if _, err := s.Checkpoint(t.Context(), cp); err != nil {
+			t.Fatalf("writer %d: checkpoint: %v", gen, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		s, err = OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), remoteOpts(bs, fmt.Sprint("e", gen+1), RemoteAllLevels))
+		if err != nil {
+			t.Fatalf("writer %d: open the checkpoint of writer %d: %v", gen+1, gen, err)
+		}
+		if err := checkRemote(t, s, uint64(gen), "op-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
 }
