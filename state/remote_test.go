@@ -591,3 +591,44 @@ func TestRemoteThirdRestoreKeepsItsObjectCatalog(t *testing.T) {
 	}
 	_ = s.Close()
 }
+
+// A checkpoint opened read-only reads every key, creates no object in
+// the store, and refuses writes; Stats counts its tables and keys.
+func TestRemoteReadOnlyOpenWritesNothing(t *testing.T) {
+	cs := &countingStore{Blobstore: memstore.New()}
+	live, cp, _ := checkpointRemote(t, cs, RemoteAllLevels, "op-a")
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	puts := cs.puts.Load()
+	opts := remoteOpts(cs, "e2", RemoteAllLevels)
+	opts.ReadOnly = true
+	s, err := OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := checkRemote(t, s, 1, "op-a"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Owner("op-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set([]byte("k"), []byte("v")); err == nil {
+		t.Error("a read-only owner took a write")
+	}
+	st, err := o.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Tables == 0 || st.Keys != remoteTestKeys {
+		t.Errorf("Stats: %+v, want tables and %d keys", st, remoteTestKeys)
+	}
+	if _, err := s.Owner("op-new"); err == nil {
+		t.Error("a read-only store created an owner")
+	}
+	if n := cs.puts.Load() - puts; n != 0 {
+		t.Errorf("the read-only open wrote %d objects to the store", n)
+	}
+}
