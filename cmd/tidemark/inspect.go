@@ -79,6 +79,11 @@ func (a *app) openSnapshot(ctx context.Context, bs blobstore.Blobstore, s *blobs
 		return fail(fmt.Errorf("no checkpoint or savepoint named %q in the store (tidemark ls lists them)", name))
 	}
 	snap.Kind = "savepoint"
+	if ok, err := openSavepointInPlace(ctx, bs, name, tmp, snap); err != nil {
+		return fail(err)
+	} else if ok {
+		return snap, nil
+	}
 	fsDir := filepath.Join(tmp, "file")
 	id, err := checkpoint.RestoreSavepoint(ctx, checkpoint.NewFileStorage(fsDir), bs, name)
 	if err == nil {
@@ -193,9 +198,11 @@ size and estimated key count (from the tables' properties), then the first
 --limit keys (with --prefix, those that start with it) and their values, shown
 safely: a quoted string when printable, else hex, cut after --value-bytes.
 
-A checkpoint in remote state opens at once: its tables are read in place, block
-by block. A checkpoint in local state is downloaded first, and a savepoint is
-extracted first. inspect writes nothing to the store but a restore pin.`,
+State in remote mode opens at once, a checkpoint's or a savepoint's: its tables
+are read in place, block by block (a savepoint's from its archive, by range).
+A checkpoint in local state is downloaded first; a savepoint of local state, or
+a compressed one, is extracted first. inspect writes nothing to the store but a
+checkpoint's restore pin.`,
 		Example: `  tidemark inspect latest-completed
   tidemark inspect before-upgrade --owner counts --prefix user- --limit 50
   tidemark inspect ckpt-00000000000000000007 --output json`,
@@ -281,7 +288,9 @@ func printSnapshot(w io.Writer, snap *snapshot) {
 		how = "remote (tables read in place)"
 	}
 	if snap.Kind == "savepoint" {
-		how = "extracted from the savepoint"
+		if !snap.Remote {
+			how = "extracted from the savepoint"
+		}
 		fmt.Fprintf(w, "savepoint   %s (checkpoint %s)\n", snap.Name, snap.Checkpoint)
 	} else {
 		fmt.Fprintf(w, "checkpoint  %s\n", snap.Checkpoint)

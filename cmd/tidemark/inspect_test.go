@@ -70,6 +70,11 @@ func TestInspectSavepointAndRemoteState(t *testing.T) {
 		if !out.Snapshot.Remote || len(out.Keys) != 1 || out.Keys[0].Value != recordsShown(20000) {
 			t.Errorf("inspect %s: %+v, want remote state with records = 20000", name, out)
 		}
+		// The savepoint too is read in place, from its archive by range.
+		if text := must(t, store, "inspect", name); !strings.Contains(text, "remote (tables read in place)") {
+			t.Errorf("inspect %s:
+%s", name, text)
+		}
 	}
 }
 
