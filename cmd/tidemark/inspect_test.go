@@ -72,8 +72,7 @@ func TestInspectSavepointAndRemoteState(t *testing.T) {
 		}
 		// The savepoint too is read in place, from its archive by range.
 		if text := must(t, store, "inspect", name); !strings.Contains(text, "remote (tables read in place)") {
-			t.Errorf("inspect %s:
-%s", name, text)
+			t.Errorf("inspect %s:\n%s", name, text)
 		}
 	}
 }
