@@ -13,12 +13,14 @@ type Record struct {
 }
 
 // Txn names the sink transaction of one checkpoint: the checkpoint's id
-// and the writer (the epoch of the writer role, "e<epoch>") that opened
-// it. Two writers that use the same checkpoint id (a zombie and the node
-// that replaced it) open different transactions.
+// and the writer that opened it: "e<epoch>" for the epoch of the writer
+// role, or "r<random hex>" for a run on a Storage without one. Every run
+// has its own writer, so two runs that use the same checkpoint id (a
+// zombie and the node that replaced it, or a run and its restart) open
+// different transactions.
 type Txn struct {
 	ID     string // checkpoint id
-	Writer string // "e<epoch>"
+	Writer string // "e<epoch>" or "r<hex>"
 }
 
 // String returns "<id>@<writer>".
@@ -69,7 +71,8 @@ type Sink interface {
 	// Prepare makes everything written to txn durable, still invisible,
 	// and committable from any node: after Prepare returns nil, Commit
 	// of txn must succeed later even if this process dies now. Called
-	// once per transaction, before the checkpoint is persisted.
+	// once per transaction, before the checkpoint is persisted, also for
+	// a transaction nothing was written to.
 	Prepare(ctx context.Context, txn Txn) error
 	// Commit makes txn's output visible, atomically. It must be
 	// idempotent: it may be called again after a crash, a lost
