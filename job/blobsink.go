@@ -69,6 +69,8 @@ func (s *BlobSink) Write(_ context.Context, txn Txn, recs []Record) error {
 		if f, err = os.CreateTemp("", "tidemark-sink-*"); err != nil {
 			return fmt.Errorf("job: blob sink write %s: %w", txn, err)
 		}
+		// Unlinked at once where the OS allows: a crash leaves nothing.
+		_ = os.Remove(f.Name())
 		s.open[txn] = f
 	}
 	w := bufio.NewWriter(f)
@@ -259,6 +261,15 @@ func (s *BlobSink) readTxn(ctx context.Context, d commitRef, yield func(Record, 
 // fenced this one owns them). Called after recovery committed the only
 // prepared record there can be, it never deletes what a record names.
 func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) {
+	// Open transactions of an earlier run in this process are dead too.
+	s.mu.Lock()
+	for t, f := range s.open {
+		if t.Writer != writer {
+			discard(f)
+			delete(s.open, t)
+		}
+	}
+	s.mu.Unlock()
 	last := ""
 	committed := map[string]bool{}
 	for info, err := range s.bs.List(ctx, s.prefix+commitDir) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -265,15 +266,22 @@ func (r *runner) openState(ctx context.Context, cp *checkpoint.CheckpointData, r
 			Levels:     levels,
 		}
 	}
+	restored := ""
+	if cp != nil {
+		restored = cp.ID
+	}
+	if err := r.pruneLocal(restored); err != nil {
+		return err
+	}
 	var err error
 	if cp != nil {
+		r.local = append(r.local, cp.ID)
 		if err := checkpoint.Materialize(ctx, cfg.Storage, cp); err != nil {
 			return fmt.Errorf("job: materialize %s: %w", cp.ID, err)
 		}
 		if r.st, err = state.OpenCheckpoint(ctx, cfg.Storage.StateDir(cp.ID), live, opts); err != nil {
 			return fmt.Errorf("job: open state of %s: %w", cp.ID, err)
 		}
-		r.local = append(r.local, cp.ID)
 	} else if r.st, err = state.Open(live, opts); err != nil {
 		return fmt.Errorf("job: open state: %w", err)
 	}
@@ -334,3 +342,35 @@ func (r *runner) removeStateDir(id string) error {
 	}
 	return os.RemoveAll(r.cfg.Storage.StateDir(id))
 }
+
+// pruneLocal removes, for a Storage whose local state directories are
+// working copies, every one but keep's: older ones a crash kept from
+// pruning, and newer ones of checkpoints never persisted.
+func (r *runner) pruneLocal(keep string) error {
+	if _, ok := r.cfg.Storage.(stateDirRemover); !ok {
+		return nil
+	}
+	// The state directories of all ids are siblings (checkpoint.Storage).
+	parent, suffix := filepath.Split(r.cfg.Storage.StateDir(stateDirProbe))
+	suffix = strings.TrimPrefix(suffix, stateDirProbe)
+	entries, err := os.ReadDir(parent)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("job: prune local state: %w", err)
+	}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), suffix)
+		if !ok || id == keep || checkpoint.ValidateID(id) != nil || r.cfg.Storage.StateDir(id) != filepath.Join(parent, e.Name()) {
+			continue
+		}
+		if err := r.removeStateDir(id); err != nil {
+			return fmt.Errorf("job: prune local state %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// stateDirProbe is an id whose StateDir tells where the others are.
+const stateDirProbe = "ckpt-00000000000000000000"

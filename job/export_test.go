@@ -1,0 +1,13 @@
+package job
+
+import "github.com/tidemark-io/tidemark/checkpoint"
+
+// ErrHalted ends a run whose crash hook returned checkpoint.HookHalt.
+var ErrHalted = errHalted
+
+// WithHook returns cfg with a crash hook on the Coordinator: it fires
+// after each protocol step, as Coordinator.Hook does.
+func WithHook(cfg Config, hook func(checkpoint.Step, string) checkpoint.HookAction) Config {
+	cfg.hook = hook
+	return cfg
+}
