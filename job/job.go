@@ -91,15 +91,22 @@ func (j *Job) Wait() (Result, error) {
 // ctx bounds it all: past its deadline Stop kills the job where it is,
 // as a crash would (crash-safe, resumable from the last checkpoint), and
 // returns an error wrapping ctx's. A second Stop waits for the first.
-// A label that cannot name a new savepoint is refused before anything
-// stops.
+// A label that cannot name a new savepoint, or names one that exists, is
+// refused before anything stops.
 func (j *Job) Stop(ctx context.Context, opts StopOptions) (Result, error) {
 	if opts.Savepoint != "" {
 		if err := checkpoint.ValidateNewLabel(opts.Savepoint); err != nil {
 			return Result{}, fmt.Errorf("job: stop: %w", err)
 		}
-		if _, ok := j.cfg.Storage.(remoteStorage); !ok {
+		rs, ok := j.cfg.Storage.(remoteStorage)
+		if !ok {
 			return Result{}, fmt.Errorf("%w: a savepoint needs a *blobstorage.Storage, not %T", ErrConfig, j.cfg.Storage)
+		}
+		// Refused before the drain; CreateNewSavepoint still settles a race.
+		if ok, err := rs.Blobstore().Exists(ctx, checkpoint.SavepointKey(opts.Savepoint)); err != nil {
+			return Result{}, fmt.Errorf("job: stop: %w", err)
+		} else if ok {
+			return Result{}, fmt.Errorf("job: stop: savepoint %q: %w", opts.Savepoint, checkpoint.ErrSavepointExists)
 		}
 	}
 	j.mu.Lock()
