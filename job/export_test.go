@@ -1,6 +1,10 @@
 package job
 
-import "github.com/tidemark-io/tidemark/checkpoint"
+import (
+	"context"
+
+	"github.com/tidemark-io/tidemark/checkpoint"
+)
 
 // ErrHalted ends a run whose crash hook returned checkpoint.HookHalt.
 var ErrHalted = errHalted
@@ -10,4 +14,9 @@ var ErrHalted = errHalted
 func WithHook(cfg Config, hook func(checkpoint.Step, string) checkpoint.HookAction) Config {
 	cfg.hook = hook
 	return cfg
+}
+
+// Sweep runs s's recovery sweep for writer, as the runtime does.
+func Sweep(ctx context.Context, s *BlobSink, writer string) (lastID string, err error) {
+	return s.sweep(ctx, "", writer)
 }
