@@ -37,8 +37,10 @@ type Source interface {
 	// Called once, before the first Next.
 	Seek(ctx context.Context, offsets []byte) error
 	// Next returns the next batch of records. It may return an empty
-	// batch when nothing arrived for a while. io.EOF ends a bounded
-	// source: the runtime takes a final checkpoint and returns.
+	// batch when nothing arrived for a while (checkpoints are taken
+	// between calls). io.EOF ends a bounded source: the runtime takes a
+	// final checkpoint and returns. It must return soon after ctx is
+	// done, with no records: Job.Stop cancels it to drain.
 	Next(ctx context.Context) ([]Record, error)
 	// Offsets returns the position after the last record Next returned,
 	// as a JSON document (tidemark show prints it as it is).
