@@ -25,7 +25,8 @@ import (
 //	txn/<id>@<writer>   the records of one transaction, put by Prepare
 //	commit/<id>         the commit: "committed <id> <txn key> sha256:<hex>"
 //
-// Write appends to a local temporary file (memory stays bounded), Prepare
+// Write appends to a temporary file in os.TempDir, unlinked at once
+// where the OS allows (memory stays bounded, a crash leaves nothing), Prepare
 // streams it into txn/<id>@<writer> with one atomic Put, and Commit is
 // one create-if-absent of commit/<id> naming that object and its digest.
 // The commit object is the commit point: a retried, recovering or zombie
