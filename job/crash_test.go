@@ -52,6 +52,9 @@ func TestCrashAtEveryStepExactlyOnce(t *testing.T) {
 		for _, step := range checkpoint.Steps {
 			for _, action := range []checkpoint.HookAction{checkpoint.HookHalt, checkpoint.HookFail} {
 				for _, sameDisk := range []bool{false, true} {
+					if sameDisk && action == checkpoint.HookFail {
+						continue // a failure leaves the disk as a crash does
+					}
 					name := fmt.Sprintf("%s/%s/%s/same-disk=%v", sk.name, step, action, sameDisk)
 					t.Run(name, func(t *testing.T) {
 						bucket := memstore.New()
