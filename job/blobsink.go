@@ -261,6 +261,7 @@ func (s *BlobSink) readTxn(ctx context.Context, d commitRef, yield func(Record, 
 // commit names, except those of writers newer than writer (a writer that
 // fenced this one owns them). Called after recovery committed the only
 // prepared record there can be, it never deletes what a record names.
+// It costs two listings, and a GET only for an id staged more than once.
 func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) {
 	// Open transactions of an earlier run in this process are dead too.
 	s.mu.Lock()
@@ -296,6 +297,9 @@ func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) 
 	}
 	for _, id := range order {
 		keep := ""
+		if committed[id] && len(byID[id]) == 1 {
+			continue // the object its commit names, which is never deleted
+		}
 		if committed[id] {
 			d, ok, err := s.commitOf(ctx, id)
 			if err != nil || !ok {
