@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
 	"sync/atomic"
 	"testing"
 
@@ -115,4 +116,58 @@ func TestZombieInTwoPhaseWindowChangesNothing(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A zombie's local state directory of an id its successor then completed
+// with other contents is not resumed from when the zombie's node restarts
+// on its own disk: the state comes from the record, exactly once.
+func TestSameDiskRestartAfterZombieLeftover(t *testing.T) {
+	const n = 300
+	bucket := memstore.New()
+	// A sink without BlobSink's sweep: B then reuses A's id (BlobSink's
+	// sweep would tell B the id was staged, and B would skip it).
+	l := newLedger()
+	dA, dB := t.TempDir(), t.TempDir()
+	fs := &freezingSink{Sink: l.sink(), n: 2, frozen: make(chan string), wake: make(chan string)}
+	zombie, err := job.Start(t.Context(), job.Config{
+		Storage: node(t, bucket, dA), Dir: dA, Source: &source{n: n, batch: 10},
+		Processor: summer{}, Sink: fs, EveryRecords: 50, State: smallState,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := <-fs.frozen // A's state directory of id is on disk A, its record unsaved
+
+	// B takes over and completes id itself, with other contents (other
+	// batches), then dies.
+	res, err := job.Run(t.Context(), job.WithHook(job.Config{
+		Storage: node(t, bucket, dB), Dir: dB, Source: &source{n: n, batch: 7},
+		Processor: summer{}, Sink: l.sink(), EveryRecords: 50, State: smallState,
+	}, crashAt(checkpoint.StepPersistCompleted, 1, checkpoint.HookHalt)))
+	if !errors.Is(err, job.ErrHalted) || res.Checkpoints != 0 {
+		t.Fatalf("node B: %+v %v", res, err)
+	}
+	if latest, err := node(t, bucket, dB).LoadLatestCompleted(t.Context()); err != nil || latest == nil || latest.ID != id {
+		t.Fatalf("node B completed %v (%v), want %s", latest, err, id)
+	}
+	close(fs.wake)
+	if _, err := zombie.Wait(); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("zombie: %v, want fenced", err)
+	}
+
+	// A restarts on its own disk, which holds its own state of id.
+	if _, err := os.Stat(node(t, bucket, dA).StateDir(id)); err != nil {
+		t.Fatalf("no leftover of %s on disk A: %v", id, err)
+	}
+	res, err = job.Run(t.Context(), job.Config{
+		Storage: node(t, bucket, dA), Dir: dA, Source: &source{n: n, batch: 10},
+		Processor: summer{}, Sink: l.sink(), EveryRecords: 50, State: smallState,
+	})
+	if err != nil {
+		t.Fatalf("node A again: %v", err)
+	}
+	if res.Restored != id {
+		t.Errorf("node A restored %s, want %s", res.Restored, id)
+	}
+	checkExactlyOnce(t, l.output(), n)
 }
