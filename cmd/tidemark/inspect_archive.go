@@ -24,58 +24,25 @@ import (
 // are read from the archive object by range through archiveView. So a
 // savepoint of any size opens at once, as its checkpoint would.
 
-// rangeSeeker reads one object of a Blobstore as an io.ReadSeeker, by
-// ranged reads of at least a buffer.
-type rangeSeeker struct {
-	ctx      context.Context
-	bs       blobstore.Blobstore
-	key      string
-	size     int64
-	pos      int64
-	buf      []byte
-	bufStart int64
+// objectReaderAt reads one object of a Blobstore at any offset, a ranged
+// read per call (safe for concurrent use).
+type objectReaderAt struct {
+	ctx context.Context
+	bs  blobstore.Blobstore
+	key string
 }
 
-const rangeSeekerBuffer = 64 << 10
-
-func (r *rangeSeeker) Read(p []byte) (int, error) {
-	if r.pos >= r.size {
-		return 0, io.EOF
+func (r objectReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	rc, err := r.bs.GetRange(r.ctx, r.key, off, int64(len(p)))
+	if err != nil {
+		return 0, err
 	}
-	if r.pos < r.bufStart || r.pos >= r.bufStart+int64(len(r.buf)) {
-		n := min(int64(rangeSeekerBuffer), r.size-r.pos)
-		rc, err := r.bs.GetRange(r.ctx, r.key, r.pos, n)
-		if err != nil {
-			return 0, err
-		}
-		buf := make([]byte, n)
-		_, err = io.ReadFull(rc, buf)
-		rc.Close()
-		if err != nil {
-			return 0, fmt.Errorf("read %s at %d: %w", r.key, r.pos, err)
-		}
-		r.buf, r.bufStart = buf, r.pos
+	defer rc.Close()
+	n, err := io.ReadFull(rc, p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF
 	}
-	n := copy(p, r.buf[r.pos-r.bufStart:])
-	r.pos += int64(n)
-	return n, nil
-}
-
-func (r *rangeSeeker) Seek(offset int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		offset += r.pos
-	case io.SeekEnd:
-		offset += r.size
-	default:
-		return 0, errors.New("seek: bad whence")
-	}
-	if offset < 0 {
-		return 0, errors.New("seek: negative position")
-	}
-	r.pos = offset
-	return offset, nil
+	return n, err
 }
 
 // archiveView is a read-only Blobstore of the files of one archive stored
@@ -165,7 +132,7 @@ func openSavepointInPlace(ctx context.Context, bs blobstore.Blobstore, label, tm
 	if err != nil {
 		return false, err
 	}
-	m, located, err := archive.Locate(ctx, &rangeSeeker{ctx: ctx, bs: bs, key: key, size: info.Size}, archive.Limits{})
+	m, located, err := archive.Locate(ctx, objectReaderAt{ctx, bs, key}, info.Size, archive.Limits{})
 	if errors.Is(err, archive.ErrCompressed) {
 		return false, nil
 	}
