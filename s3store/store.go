@@ -142,9 +142,11 @@ type Store struct {
 	conc     int
 	sse      types.ServerSideEncryption
 	kmsKey   string
-	crc32    bool // ask for CRC32 part checksums on multipart uploads
-	timeouts timeouts
-	bufs     *bufCache // part buffers between operations (buffers.go)
+	// checksums: every upload carries a CRC32C of the whole object that
+	// the server verifies (checksum.go); off with ChecksumWhenRequired.
+	checksums bool
+	timeouts  timeouts
+	bufs      *bufCache // part buffers between operations (buffers.go)
 	// signsPayload: the endpoint is plain HTTP, where the SDK signs the
 	// SHA-256 of every request body (payloadhash.go).
 	signsPayload bool
@@ -174,12 +176,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, errors.New("s3store: no bucket")
 	}
 	s := &Store{
-		bucket:   opts.Bucket,
-		endpoint: opts.Endpoint,
-		partSize: opts.PartSize,
-		conc:     opts.Concurrency,
-		kmsKey:   opts.SSEKMSKeyID,
-		crc32:    !opts.ChecksumWhenRequired,
+		bucket:    opts.Bucket,
+		endpoint:  opts.Endpoint,
+		partSize:  opts.PartSize,
+		conc:      opts.Concurrency,
+		kmsKey:    opts.SSEKMSKeyID,
+		checksums: !opts.ChecksumWhenRequired,
 	}
 	s.signsPayload = signsPayloads(opts.Endpoint)
 	if p := strings.TrimSuffix(opts.Prefix, "/"); p != "" {

@@ -43,8 +43,8 @@ func TestOpenURLWithCredentialsFromEnvironment(t *testing.T) {
 		t.Fatalf("got %q", b)
 	}
 	st := bs.(*Store)
-	if st.partSize != 5<<20 || st.conc != 2 || st.crc32 {
-		t.Errorf("options not applied: part size %d, concurrency %d, crc32 %v", st.partSize, st.conc, st.crc32)
+	if st.partSize != 5<<20 || st.conc != 2 || st.checksums {
+		t.Errorf("options not applied: part size %d, concurrency %d, checksums %v", st.partSize, st.conc, st.checksums)
 	}
 }
 

@@ -1,0 +1,248 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"hash/crc32"
+	"hash/crc64"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/tidemark-io/tidemark/integration/miniotest"
+)
+
+// checksumServers are the servers the checksum tests run on.
+var checksumServers = []struct {
+	name  string
+	start func(testing.TB) *miniotest.Server
+}{
+	{"minio", miniotest.Shared},
+	{"versitygw", miniotest.SharedVersity},
+}
+
+// headChecksum returns the CRC32C and checksum type the server reports for
+// key (HEAD with checksum mode enabled).
+func headChecksum(t *testing.T, s *Store, key string) (crc string, typ types.ChecksumType) {
+	t.Helper()
+	okey, _ := s.objectKey(key)
+	out, err := s.client.HeadObject(t.Context(), &s3.HeadObjectInput{
+		Bucket: &s.bucket, Key: &okey, ChecksumMode: types.ChecksumModeEnabled,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.ChecksumCRC32C), out.ChecksumType
+}
+
+// TestUploadsCarryAFullObjectChecksum checks that a single-part and a
+// multipart Put leave an object whose CRC32C, as the server reports it, is
+// the CRC32C of the whole content: the server received and kept the
+// checksum Put computed, so it verified it.
+func TestUploadsCarryAFullObjectChecksum(t *testing.T) {
+	for _, srv := range checksumServers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := newStore(t, srv.start(t), nil)
+			for _, size := range []int{0, 100 << 10, 2*testPartSize + 12345} {
+				data := randomBytes(size, uint64(size))
+				key := "k" + strconv.Itoa(size)
+				if err := s.Put(t.Context(), key, stream(data)); err != nil {
+					t.Fatalf("put %d bytes: %v", size, err)
+				}
+				crc, typ := headChecksum(t, s, key)
+				want := aws.ToString(crc32cBase64(crc32.Checksum(data, castagnoli)))
+				if crc != want {
+					t.Errorf("%d bytes: server's CRC32C %q, want %q (of the whole object)", size, crc, want)
+				}
+				if typ != "" && typ != types.ChecksumTypeFullObject {
+					t.Errorf("%d bytes: checksum type %q, want FULL_OBJECT", size, typ)
+				}
+				if got := readAll(t, s, key); !bytes.Equal(got, data) {
+					t.Errorf("%d bytes: read back %d bytes that differ", size, len(got))
+				}
+			}
+		})
+	}
+}
+
+// TestUploadsWithoutChecksumsWhenRequired checks the setting for servers
+// that reject checksums: no upload then carries one.
+func TestUploadsWithoutChecksumsWhenRequired(t *testing.T) {
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.ChecksumWhenRequired = true })
+	for _, size := range []int{100 << 10, 2*testPartSize + 1} {
+		key := "k" + strconv.Itoa(size)
+		if err := s.Put(t.Context(), key, stream(randomBytes(size, 1))); err != nil {
+			t.Fatal(err)
+		}
+		if crc, _ := headChecksum(t, s, key); crc != "" {
+			t.Errorf("%d bytes: CRC32C %q stored with checksum=when_required", size, crc)
+		}
+	}
+}
+
+// TestPlainGetVerifiesAMultipartObject checks the download side: a Get of
+// an object uploaded in parts is checked against its full-object CRC32C,
+// so a body damaged in transit fails (a composite checksum of parts, as
+// uploads had before, is not checked by the SDK at all).
+func TestPlainGetVerifiesAMultipartObject(t *testing.T) {
+	tr := &flipGetBody{base: http.DefaultTransport}
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	data := randomBytes(2*testPartSize+7, 9)
+	if err := s.Put(t.Context(), "k", stream(data)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, s, "k"); !bytes.Equal(got, data) {
+		t.Fatal("intact read differs")
+	}
+	tr.mu.Lock()
+	tr.flip = true
+	tr.mu.Unlock()
+	rc, err := s.Get(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if got, err := io.ReadAll(rc); err == nil {
+		t.Fatalf("Get of a damaged multipart body succeeded (%d bytes, equal %v): no checksum checked it", len(got), bytes.Equal(got, data))
+	}
+}
+
+// TestServersRejectWrongChecksums sends wrong checksums straight to each
+// server and checks that it refuses them: on PutObject, on UploadPart,
+// and a wrong full-object checksum on CompleteMultipartUpload. CRC32C is
+// what Tidemark sends and must be verified everywhere; CRC64NVME's
+// answers are logged, for the table in docs/integrity.md.
+func TestServersRejectWrongChecksums(t *testing.T) {
+	nvme := crc64.MakeTable(0x9a6c9329ac4bc9b5)
+	type algo struct {
+		name string
+		alg  types.ChecksumAlgorithm
+		sum  func([]byte) string
+		set  func(put *s3.PutObjectInput, part *s3.UploadPartInput, done *s3.CompleteMultipartUploadInput, v string)
+	}
+	algos := []algo{
+		{"CRC32C", types.ChecksumAlgorithmCrc32c,
+			func(b []byte) string { return aws.ToString(crc32cBase64(crc32.Checksum(b, castagnoli))) },
+			func(put *s3.PutObjectInput, part *s3.UploadPartInput, done *s3.CompleteMultipartUploadInput, v string) {
+				if put != nil {
+					put.ChecksumCRC32C = &v
+				}
+				if part != nil {
+					part.ChecksumCRC32C = &v
+				}
+				if done != nil {
+					done.ChecksumCRC32C = &v
+				}
+			}},
+		{"CRC64NVME", types.ChecksumAlgorithmCrc64nvme,
+			func(b []byte) string { return crc64Base64(crc64.Checksum(b, nvme)) },
+			func(put *s3.PutObjectInput, part *s3.UploadPartInput, done *s3.CompleteMultipartUploadInput, v string) {
+				if put != nil {
+					put.ChecksumCRC64NVME = &v
+				}
+				if part != nil {
+					part.ChecksumCRC64NVME = &v
+				}
+				if done != nil {
+					done.ChecksumCRC64NVME = &v
+				}
+			}},
+	}
+	for _, srv := range checksumServers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := newStore(t, srv.start(t), nil)
+			ctx := t.Context()
+			data := randomBytes(MinPartSize, 5)
+			wrong := randomBytes(16, 6)
+			for _, a := range algos {
+				// PutObject with the checksum of other bytes.
+				put := &s3.PutObjectInput{Bucket: &s.bucket, Key: aws.String("put-" + a.name), Body: bytes.NewReader(data), ChecksumAlgorithm: a.alg}
+				a.set(put, nil, nil, a.sum(wrong))
+				_, putErr := s.client.PutObject(ctx, put)
+				// UploadPart with a wrong part checksum, then Complete of
+				// right parts with a wrong full-object checksum.
+				partErr, completeErr := wrongMultipart(ctx, s, a.name, a.alg, data, func(part *s3.UploadPartInput, done *s3.CompleteMultipartUploadInput, right bool) {
+					v := a.sum(wrong)
+					if right {
+						v = a.sum(data)
+					}
+					a.set(nil, part, done, v)
+				})
+				t.Logf("%s %s: wrong PutObject checksum: %v; wrong UploadPart checksum: %v; wrong full-object checksum on Complete: %v",
+					srv.name, a.name, verdict(putErr), verdict(partErr), verdict(completeErr))
+				if a.alg == types.ChecksumAlgorithmCrc32c && (putErr == nil || partErr == nil || completeErr == nil) {
+					t.Errorf("%s does not verify CRC32C on every upload: PutObject %v, UploadPart %v, Complete %v",
+						srv.name, verdict(putErr), verdict(partErr), verdict(completeErr))
+				}
+			}
+		})
+	}
+}
+
+// wrongMultipart makes two multipart uploads of FULL_OBJECT type: one
+// whose part carries a wrong checksum (set(part, nil, false)), and one of
+// right parts whose Complete carries a wrong whole-object checksum. It
+// returns the errors of the UploadPart and of the Complete that should
+// fail, and aborts what is left.
+func wrongMultipart(ctx context.Context, s *Store, name string, alg types.ChecksumAlgorithm, data []byte, set func(*s3.UploadPartInput, *s3.CompleteMultipartUploadInput, bool)) (partErr, completeErr error) {
+	upload := func(key string, rightPart bool) (*string, *s3.UploadPartOutput, error) {
+		created, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+			Bucket: &s.bucket, Key: &key, ChecksumAlgorithm: alg, ChecksumType: types.ChecksumTypeFullObject,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		part := &s3.UploadPartInput{Bucket: &s.bucket, Key: &key, UploadId: created.UploadId, PartNumber: aws.Int32(1),
+			Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))), ChecksumAlgorithm: alg}
+		set(part, nil, rightPart)
+		out, err := s.client.UploadPart(ctx, part)
+		return created.UploadId, out, err
+	}
+	abort := func(key string, id *string) {
+		_, _ = s.client.AbortMultipartUpload(context.Background(), &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: id})
+	}
+	key := "part-" + name
+	id, _, partErr := upload(key, false)
+	if id != nil {
+		abort(key, id)
+	}
+	key = "complete-" + name
+	id, out, err := upload(key, true)
+	if err != nil {
+		if id != nil {
+			abort(key, id)
+		}
+		return partErr, err
+	}
+	done := &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: id, ChecksumType: types.ChecksumTypeFullObject,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{
+			PartNumber: aws.Int32(1), ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C, ChecksumCRC64NVME: out.ChecksumCRC64NVME}}}}
+	set(nil, done, false)
+	if _, completeErr = s.client.CompleteMultipartUpload(ctx, done); completeErr != nil {
+		abort(key, id)
+	}
+	return partErr, completeErr
+}
+
+func crc64Base64(v uint64) string {
+	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, v))
+}
+
+func verdict(err error) string {
+	if err == nil {
+		return "ACCEPTED"
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "api error "); i >= 0 {
+		msg = msg[i+len("api error "):]
+	}
+	return "refused (" + msg + ")"
+}
