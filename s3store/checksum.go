@@ -3,11 +3,15 @@ package s3store
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"hash/crc32"
+	"io"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/tidemark-io/tidemark/blobstore"
 )
 
 // End-to-end checksums. Every upload carries a CRC32C of the whole object
@@ -28,9 +32,28 @@ import (
 // castagnoli is the CRC32C table; crc32 uses the SSE4.2 instruction with it.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrChecksumMismatch is returned (wrapped, naming the key) by a read
-// whose bytes do not match the checksum the store holds for the object.
-var ErrChecksumMismatch = errors.New("s3store: checksum mismatch")
+// checkedBody is the body of a whole-object GET, whose CRC32C the SDK
+// checks as it streams: a mismatch, reported with the last bytes, is
+// turned into blobstore.ErrChecksum naming the key.
+type checkedBody struct {
+	io.ReadCloser
+	key string
+}
+
+func (b checkedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && isChecksumMismatch(err) {
+		err = fmt.Errorf("s3store: get %q: %w: %v", b.key, blobstore.ErrChecksum, err)
+	}
+	return n, err
+}
+
+// isChecksumMismatch recognizes the SDK's response checksum failure. Its
+// type is internal to the SDK; its message is what the tests pin
+// (TestPlainGetVerifiesAMultipartObject).
+func isChecksumMismatch(err error) bool {
+	return strings.HasPrefix(err.Error(), "checksum did not match")
+}
 
 // crc32cBase64 is the header form of a CRC32C: base64 of its big-endian
 // bytes.

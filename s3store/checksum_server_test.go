@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"hash/crc64"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
@@ -90,8 +92,10 @@ func TestUploadsWithoutChecksumsWhenRequired(t *testing.T) {
 
 // TestPlainGetVerifiesAMultipartObject checks the download side: a Get of
 // an object uploaded in parts is checked against its full-object CRC32C,
-// so a body damaged in transit fails (a composite checksum of parts, as
-// uploads had before, is not checked by the SDK at all).
+// so a body damaged in transit fails with blobstore.ErrChecksum (a
+// composite checksum of parts, as uploads had before, is not checked by
+// the SDK at all), also through the resuming reader every read path uses,
+// which must not resume past the mismatch and end cleanly.
 func TestPlainGetVerifiesAMultipartObject(t *testing.T) {
 	tr := &flipGetBody{base: http.DefaultTransport}
 	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
@@ -105,13 +109,23 @@ func TestPlainGetVerifiesAMultipartObject(t *testing.T) {
 	tr.mu.Lock()
 	tr.flip = true
 	tr.mu.Unlock()
-	rc, err := s.Get(t.Context(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	if got, err := io.ReadAll(rc); err == nil {
-		t.Fatalf("Get of a damaged multipart body succeeded (%d bytes, equal %v): no checksum checked it", len(got), bytes.Equal(got, data))
+	for name, bs := range map[string]blobstore.Blobstore{
+		"plain":    s,
+		"resuming": blobstore.WithResumingReads(s, blobstore.DefaultReadResumptions),
+	} {
+		rc, err := bs.Get(t.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if !errors.Is(err, blobstore.ErrChecksum) {
+			t.Fatalf("%s Get of a damaged multipart body: %d bytes (equal %v), err %v; want blobstore.ErrChecksum",
+				name, len(got), bytes.Equal(got, data), err)
+		}
+		if !strings.Contains(err.Error(), `"k"`) {
+			t.Errorf("%s Get: %v does not name the key", name, err)
+		}
 	}
 }
 
