@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -259,4 +260,86 @@ func verdict(err error) string {
 		msg = msg[i+len("api error "):]
 	}
 	return "refused (" + msg + ")"
+}
+
+// flipRanges flips one bit of every ranged GET's body (206) while on.
+type flipRanges struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	on   bool
+}
+
+func (f *flipRanges) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := f.base.RoundTrip(req)
+	f.mu.Lock()
+	on := f.on
+	f.mu.Unlock()
+	if err != nil || !on || resp.StatusCode != http.StatusPartialContent {
+		return resp, err
+	}
+	body, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if rerr != nil {
+		return nil, rerr
+	}
+	body[len(body)/3] ^= 4
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// TestRangedDownloadsVerifyTheWholeObject checks GetParallel and Download:
+// the ranges' CRC32Cs, folded in order, must give the object's, so a range
+// damaged in transit fails with blobstore.ErrChecksum; a caller that
+// verifies the content itself (WithContentVerified) gets the bytes.
+func TestRangedDownloadsVerifyTheWholeObject(t *testing.T) {
+	tr := &flipRanges{base: http.DefaultTransport}
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	data := randomBytes(3*testPartSize+99, 4)
+	if err := s.Put(t.Context(), "k", stream(data)); err != nil {
+		t.Fatal(err)
+	}
+	parallel := func(ctx context.Context) ([]byte, error) {
+		rc, err := s.GetParallel(ctx, "k")
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		var b bytes.Buffer
+		_, err = io.Copy(&b, rc)
+		return b.Bytes(), err
+	}
+	download := func(ctx context.Context) ([]byte, error) {
+		w := &memWriterAt{b: make([]byte, len(data))}
+		_, err := s.Download(ctx, "k", w)
+		return w.b, err
+	}
+	for name, get := range map[string]func(context.Context) ([]byte, error){"GetParallel": parallel, "Download": download} {
+		tr.mu.Lock()
+		tr.on = false
+		tr.mu.Unlock()
+		if got, err := get(t.Context()); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s of an intact object: equal %v, %v", name, bytes.Equal(got, data), err)
+		}
+		tr.mu.Lock()
+		tr.on = true
+		tr.mu.Unlock()
+		if _, err := get(t.Context()); !errors.Is(err, blobstore.ErrChecksum) {
+			t.Errorf("%s of damaged ranges: %v, want blobstore.ErrChecksum", name, err)
+		}
+		got, err := get(blobstore.WithContentVerified(t.Context()))
+		if err != nil || bytes.Equal(got, data) {
+			t.Errorf("%s verified by the caller: err %v, equal %v; want the damaged bytes, no error", name, err, bytes.Equal(got, data))
+		}
+	}
+}
+
+type memWriterAt struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (m *memWriterAt) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return copy(m.b[off:], p), nil
 }
