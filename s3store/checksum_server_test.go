@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"hash/crc64"
 	"io"
@@ -342,4 +343,61 @@ func (m *memWriterAt) WriteAt(p []byte, off int64) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return copy(m.b[off:], p), nil
+}
+
+// payloadHashes records the x-amz-content-sha256 of every PUT.
+type payloadHashes struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	hashes []string
+}
+
+func (p *payloadHashes) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut {
+		p.mu.Lock()
+		p.hashes = append(p.hashes, req.Header.Get("X-Amz-Content-Sha256"))
+		p.mu.Unlock()
+	}
+	return p.base.RoundTrip(req)
+}
+
+// TestUnsignedPayloadHashesNoBody checks Options.UnsignedPayload on both
+// servers: every PUT (single-part, parts, the upload records) is signed
+// as UNSIGNED-PAYLOAD, the server still verifies the CRC32C, and the
+// objects read back intact. Without it every PUT carries a body digest.
+func TestUnsignedPayloadHashesNoBody(t *testing.T) {
+	for _, srv := range checksumServers {
+		for _, unsigned := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/unsigned=%v", srv.name, unsigned), func(t *testing.T) {
+				rec := &payloadHashes{base: http.DefaultTransport}
+				s := newStore(t, srv.start(t), func(o *Options) {
+					o.HTTPClient = &http.Client{Transport: rec}
+					o.UnsignedPayload = unsigned
+				})
+				for _, size := range []int{1000, 2*testPartSize + 1} {
+					data := randomBytes(size, 3)
+					key := "k" + strconv.Itoa(size)
+					if err := s.Put(t.Context(), key, stream(data)); err != nil {
+						t.Fatal(err)
+					}
+					if got := readAll(t, s, key); !bytes.Equal(got, data) {
+						t.Fatalf("%d bytes read back differ", size)
+					}
+					if crc, _ := headChecksum(t, s, key); crc != aws.ToString(crc32cBase64(crc32.Checksum(data, castagnoli))) {
+						t.Errorf("%d bytes: CRC32C %q stored, not the content's", size, crc)
+					}
+				}
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				if len(rec.hashes) < 5 {
+					t.Fatalf("%d PUTs seen, want a single PUT, records and parts", len(rec.hashes))
+				}
+				for _, h := range rec.hashes {
+					if (h == "UNSIGNED-PAYLOAD") != unsigned {
+						t.Errorf("a PUT signed with payload hash %q (unsigned payload %v)", h, unsigned)
+					}
+				}
+			})
+		}
+	}
 }
