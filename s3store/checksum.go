@@ -40,6 +40,9 @@ type checkedBody struct {
 	key string
 }
 
+// WriteTo implements io.WriterTo (body.go).
+func (b checkedBody) WriteTo(w io.Writer) (int64, error) { return writeTo(b, w) }
+
 func (b checkedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && err != io.EOF && isChecksumMismatch(err) {

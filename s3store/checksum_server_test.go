@@ -115,18 +115,28 @@ func TestPlainGetVerifiesAMultipartObject(t *testing.T) {
 		"plain":    s,
 		"resuming": blobstore.WithResumingReads(s, blobstore.DefaultReadResumptions),
 	} {
-		rc, err := bs.Get(t.Context(), "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(rc)
-		rc.Close()
-		if !errors.Is(err, blobstore.ErrChecksum) {
-			t.Fatalf("%s Get of a damaged multipart body: %d bytes (equal %v), err %v; want blobstore.ErrChecksum",
-				name, len(got), bytes.Equal(got, data), err)
-		}
-		if !strings.Contains(err.Error(), `"k"`) {
-			t.Errorf("%s Get: %v does not name the key", name, err)
+		// io.ReadAll reads; io.Copy takes the body's WriteTo (body.go).
+		for how, read := range map[string]func(io.Reader) ([]byte, error){
+			"read": io.ReadAll,
+			"copy": func(r io.Reader) ([]byte, error) {
+				var b bytes.Buffer
+				_, err := io.Copy(&b, r)
+				return b.Bytes(), err
+			},
+		} {
+			rc, err := bs.Get(t.Context(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := read(rc)
+			rc.Close()
+			if !errors.Is(err, blobstore.ErrChecksum) {
+				t.Fatalf("%s Get (%s) of a damaged multipart body: %d bytes (equal %v), err %v; want blobstore.ErrChecksum",
+					name, how, len(got), bytes.Equal(got, data), err)
+			}
+			if !strings.Contains(err.Error(), `"k"`) {
+				t.Errorf("%s Get (%s): %v does not name the key", name, how, err)
+			}
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, s.wrap("get", key, err, false)
 	}
 	if blobstore.ContentVerified(ctx) {
-		return out.Body, nil // no checksum checked: nothing to report
+		return getBody{out.Body}, nil // no checksum checked: nothing to report
 	}
 	return checkedBody{out.Body, key}, nil
 }

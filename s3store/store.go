@@ -84,9 +84,10 @@ type Options struct {
 	SSEKMSKeyID string
 	// ChecksumWhenRequired makes the client compute request checksums and
 	// validate response checksums only for operations that require them.
-	// Since service/s3 v1.73 the SDK sends CRC32 checksums on every upload
-	// by default, which some S3-compatible stores reject; set this for
-	// those. AWS S3 and MinIO accept the default.
+	// By default every upload carries a CRC32C the server verifies and
+	// every whole-object read checks it (checksum.go); some S3-compatible
+	// stores reject checksums: set this for those. AWS S3, MinIO and
+	// versitygw accept the default.
 	ChecksumWhenRequired bool
 	// UnsignedPayload, for a plain-HTTP endpoint, signs requests without
 	// the SHA-256 of their body (UNSIGNED-PAYLOAD, what the SDK does over
