@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
@@ -83,5 +84,14 @@ func TestVerifyDeepAndScrubOnMinIONameEveryDamagedKey(t *testing.T) {
 	if code != exitVerify || !strings.Contains(out, corrupt) || !strings.Contains(out, missing) ||
 		!strings.Contains(out, fmt.Sprintf("orphans: %s", plural(len(before.Orphans)+1, "object"))) || !strings.Contains(out, "  "+stray+"  ") {
 		t.Fatalf("scrub: exit %d, want 3 naming %s, %s and the orphan %s\nstdout: %s\nstderr: %s", code, corrupt, missing, stray, out, errOut)
+	}
+}
+
+// A read the store's own checksum failed is damage: exit 3, like a
+// digest that does not match the record.
+func TestAChecksumMismatchIsExitThree(t *testing.T) {
+	err := fmt.Errorf("savepoint: read: %w", blobstore.ErrChecksum)
+	if got := exitCode(t.Context(), err); got != exitVerify {
+		t.Fatalf("exit %d for %v, want %d", got, err, exitVerify)
 	}
 }
