@@ -115,7 +115,9 @@ func (r *resumingReader) resume(err error) error {
 		if cerr := r.ctx.Err(); cerr != nil {
 			return fmt.Errorf("%w (after %v)", cerr, err)
 		}
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidKey) {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrChecksum) {
+			// ErrChecksum comes at the end of the object: resuming there
+			// would read nothing and end cleanly, hiding the damage.
 			return err
 		}
 		if r.failed >= r.retries {

@@ -3,8 +3,15 @@ package blobstore
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 )
+
+// ErrChecksum is returned (wrapped) by a read whose bytes do not match the
+// checksum the store keeps for the object (s3store checks its CRC32C as it
+// streams). It is damage, not a broken connection: reading the object again
+// from where the read stopped cannot repair what was already handed over.
+var ErrChecksum = errors.New("blobstore: checksum mismatch")
 
 // WithContentVerified returns ctx marked so that the objects read in it
 // are verified by the caller, against digests it holds (Restore checks

@@ -22,6 +22,7 @@ package s3store
 // Names compare like with like:
 //
 //	BenchmarkPut/tidemark-stream/SIZE   Store.Put of a non-seekable stream
+//	BenchmarkPut/tidemark-stream-unsigned/SIZE  the same with Options.UnsignedPayload
 //	BenchmarkPut/sdk-file/SIZE          transfermanager.UploadObject of an *os.File of SIZE bytes
 //	BenchmarkGet/tidemark/SIZE          Store.Get, one GET read sequentially
 //	BenchmarkGet/tidemark-parallel/SIZE Store.GetParallel, ranged GETs yielded in order
@@ -94,10 +95,10 @@ var benchSizes = []struct {
 // can compress it.
 func benchBlock() []byte { return randomBytes(1<<20, 42) }
 
-func newBenchStore(b *testing.B) *Store {
+func newBenchStore(b *testing.B, edit ...func(*Options)) *Store {
 	b.Helper()
 	srv := miniotest.Shared(b)
-	s, err := New(context.Background(), Options{
+	opts := Options{
 		Bucket:      srv.NewBucket(b),
 		Region:      srv.Region,
 		Endpoint:    srv.Endpoint,
@@ -106,7 +107,11 @@ func newBenchStore(b *testing.B) *Store {
 		SecretKey:   srv.SecretKey,
 		PartSize:    benchPartSize,
 		Concurrency: benchConcurrency,
-	})
+	}
+	for _, e := range edit {
+		e(&opts)
+	}
+	s, err := New(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -167,24 +172,30 @@ func BenchmarkPut(b *testing.B) {
 		return p
 	}
 
-	b.Run("tidemark-stream", func(b *testing.B) {
-		for _, size := range benchSizes {
-			b.Run(size.name, func(b *testing.B) {
-				key := "put/tidemark/" + size.name
-				b.SetBytes(size.n)
-				b.ReportAllocs()
-				s.bufs.release() // measure from an empty buffer cache
-				m := startMeter(b, miniotest.Shared(b).PID())
-				for b.Loop() {
-					if err := s.Put(b.Context(), key, newGenReader(block, size.n)); err != nil {
-						b.Fatal(err)
+	unsigned := newBenchStore(b, func(o *Options) { o.UnsignedPayload = true })
+	for _, v := range []struct {
+		name string
+		s    *Store
+	}{{"tidemark-stream", s}, {"tidemark-stream-unsigned", unsigned}} {
+		b.Run(v.name, func(b *testing.B) {
+			for _, size := range benchSizes {
+				b.Run(size.name, func(b *testing.B) {
+					key := "put/" + v.name + "/" + size.name
+					b.SetBytes(size.n)
+					b.ReportAllocs()
+					v.s.bufs.release() // measure from an empty buffer cache
+					m := startMeter(b, miniotest.Shared(b).PID())
+					for b.Loop() {
+						if err := v.s.Put(b.Context(), key, newGenReader(block, size.n)); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-				m.report(b, bound)
-				assertSize(b, s, key, size.n)
-			})
-		}
-	})
+					m.report(b, bound)
+					assertSize(b, v.s, key, size.n)
+				})
+			}
+		})
+	}
 
 	b.Run("sdk-file", func(b *testing.B) {
 		for _, size := range benchSizes {

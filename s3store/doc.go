@@ -14,7 +14,8 @@
 //
 // Query parameters: region, endpoint, path_style (bool), part_size (bytes,
 // or with a KiB/MiB/GiB suffix), concurrency, sse (AES256 or aws:kms),
-// sse_kms_key_id, checksum (when_supported or when_required), max_attempts
+// sse_kms_key_id, checksum (when_supported or when_required),
+// unsigned_payload (bool), max_attempts
 // (-1: until the operation timeout), and the durations (Go syntax: 500ms,
 // 30s, 2m; "none" for no limit) max_backoff, attempt_timeout,
 // idle_timeout and operation_timeout (see Options for each, and below).
@@ -119,16 +120,26 @@
 // ConditionalRequestConflict, which S3 returns when two conditional writes
 // to one key overlap, is retried as well.
 //
-// Since service/s3 v1.73 the SDK sends CRC32 request checksums and
-// validates response checksums by default. Some S3-compatible stores
-// reject those requests; Options.ChecksumWhenRequired (URL
-// checksum=when_required) limits both to the operations that require
-// them. A Get in a context marked by blobstore.WithContentVerified (the
-// caller checks a digest of its own: Restore's SHA-256) validates no
-// response checksum. To a plain-HTTP endpoint the SDK also signs the
-// SHA-256 of every request body; a single-part Put of a
+// Every upload carries a CRC32C of the whole object that the server
+// verifies before the object becomes visible: PutObject sends it, and a
+// multipart upload is of checksum type FULL_OBJECT, with each part's
+// CRC32C on UploadPart and the whole object's, folded from the parts'
+// (no byte is hashed twice), on Complete. A whole-object Get is checked
+// against it as it streams, and so are GetParallel and Download, whose
+// ranged GETs carry none: the ranges' CRC32Cs are folded in order. A
+// mismatch wraps blobstore.ErrChecksum. A read in a context marked by
+// blobstore.WithContentVerified (the caller checks a digest of its own:
+// Restore's SHA-256) checks no checksum. docs/integrity.md has the
+// servers verified and the CPU cost.
+//
+// Some S3-compatible stores reject checksums; Options.ChecksumWhenRequired
+// (URL checksum=when_required) sends and checks them only for the
+// operations that require them. To a plain-HTTP endpoint the SDK also
+// signs the SHA-256 of every request body; a single-part Put of a
 // blobstore.DigestReader (Save's state files) is signed with the digest
-// the reader computed instead of hashing the body again (payloadhash.go).
+// the reader computed instead of hashing the body again (payloadhash.go),
+// and Options.UnsignedPayload (URL unsigned_payload=true) signs no body
+// digest at all.
 //
 // # Errors
 //

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark-io/tidemark/blobstore"
 )
 
 var errReadAfterClose = errors.New("s3store: read after close")
@@ -40,22 +44,57 @@ func (s *Store) getRange(ctx context.Context, key, okey, etag string, off, n int
 	return out.Body, nil
 }
 
-// fetchRange reads exactly len(dst) bytes at off from okey into dst.
-func (s *Store) fetchRange(ctx context.Context, key, okey, etag string, off int64, dst []byte) error {
+// fetchRange reads exactly len(dst) bytes at off from okey into dst and,
+// if crc is not nil, sets it to their CRC32C, computed as they arrive.
+func (s *Store) fetchRange(ctx context.Context, key, okey, etag string, off int64, dst []byte, crc *uint32) error {
 	body, err := s.getRange(ctx, key, okey, etag, off, int64(len(dst)))
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	if _, err := io.ReadFull(body, dst); err != nil {
-		return fmt.Errorf("s3store: download %q: range at %d: %w", key, off, err)
+	for n := 0; n < len(dst); {
+		m, err := body.Read(dst[n:])
+		if crc != nil {
+			*crc = crc32.Update(*crc, castagnoli, dst[n:n+m])
+		}
+		n += m
+		if err == io.EOF && n < len(dst) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("s3store: download %q: range at %d: %w", key, off, err)
+		}
 	}
 	return nil
 }
 
+// objectChecksum returns the object's size, ETag and, if a ranged
+// download of it should be checked (the caller does not verify the
+// content itself, uploads carry checksums, the object has a whole-object
+// CRC32C), that CRC32C.
+func (s *Store) objectChecksum(ctx context.Context, key, okey string) (info blobstore.ObjectInfo, crc uint32, check bool, err error) {
+	if !s.checksums || blobstore.ContentVerified(ctx) {
+		info, err = s.Stat(ctx, key)
+		return info, 0, false, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &okey, ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		return info, 0, false, s.wrap("stat", key, err, false)
+	}
+	info = blobstore.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: unquote(out.ETag), ModTime: aws.ToTime(out.LastModified)}
+	crc, check = fullObjectCRC32C(out.ChecksumCRC32C, out.ChecksumType)
+	return info, crc, check, nil
+}
+
+// mismatch is the error of a download whose bytes have CRC32C got, not
+// the object's want.
+func mismatch(key string, got, want uint32) error {
+	return fmt.Errorf("s3store: download %q: %w: CRC32C %08x, the store's is %08x", key, blobstore.ErrChecksum, got, want)
+}
+
 // copyRange copies n bytes at off from okey to w at the same offset,
-// through buf.
-func (s *Store) copyRange(ctx context.Context, key, okey, etag string, off, n int64, w io.WriterAt, buf []byte) error {
+// through buf, and sets *crc (if not nil) to their CRC32C.
+func (s *Store) copyRange(ctx context.Context, key, okey, etag string, off, n int64, w io.WriterAt, buf []byte, crc *uint32) error {
 	body, err := s.getRange(ctx, key, okey, etag, off, n)
 	if err != nil {
 		return err
@@ -64,6 +103,9 @@ func (s *Store) copyRange(ctx context.Context, key, okey, etag string, off, n in
 	for done := int64(0); done < n; {
 		m, err := io.ReadFull(body, buf[:min(int64(len(buf)), n-done)])
 		if m > 0 {
+			if crc != nil {
+				*crc = crc32.Update(*crc, castagnoli, buf[:m])
+			}
 			if _, err := w.WriteAt(buf[:m], off+done); err != nil {
 				return fmt.Errorf("s3store: download %q: write at %d: %w", key, off+done, err)
 			}
@@ -88,10 +130,12 @@ func (s *Store) Download(ctx context.Context, key string, w io.WriterAt) (int64,
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Stat(ctx, key)
+	info, want, check, err := s.objectChecksum(ctx, key, okey)
 	if err != nil {
 		return 0, err
 	}
+	// Each range's CRC32C, folded in order at the end (checksum.go).
+	crcs := make([]uint32, (info.Size+s.partSize-1)/s.partSize)
 	// An object of one part or less is one GET, streamed like the others;
 	// an empty one needs none (and no range of it exists).
 	g, gctx := errgroup.WithContext(ctx)
@@ -109,11 +153,24 @@ func (s *Store) Download(ctx context.Context, key string, w io.WriterAt) (int64,
 				buf = make([]byte, downloadCopyBuf)
 			}
 			defer func() { copyBufs <- buf }()
-			return s.copyRange(gctx, key, okey, info.ETag, off, min(s.partSize, info.Size-off), w, buf)
+			var crc *uint32
+			if check {
+				crc = &crcs[off/s.partSize]
+			}
+			return s.copyRange(gctx, key, okey, info.ETag, off, min(s.partSize, info.Size-off), w, buf, crc)
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return 0, err
+	}
+	if check {
+		var got uint32
+		for i, c := range crcs {
+			got = crc32Combine(got, c, min(s.partSize, info.Size-int64(i)*s.partSize))
+		}
+		if got != want {
+			return 0, mismatch(key, got, want)
+		}
 	}
 	return info.Size, nil
 }
@@ -131,18 +188,21 @@ func (s *Store) GetParallel(ctx context.Context, key string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.Stat(ctx, key)
+	info, want, check, err := s.objectChecksum(ctx, key, okey)
 	if err != nil {
 		return nil, err
 	}
 	if info.Size <= s.partSize {
-		return s.Get(ctx, key)
+		return s.Get(ctx, key) // the SDK checks the CRC32C of one GET
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr := &parallelReader{
+		key:    key,
 		bufs:   newPartBudget(s.bufs, s.conc),
 		cancel: cancel,
 		queue:  make(chan *chunk, s.conc),
+		check:  check,
+		want:   want,
 	}
 	pr.wg.Go(func() {
 		defer close(pr.queue)
@@ -162,7 +222,11 @@ func (s *Store) GetParallel(ctx context.Context, key string) (io.ReadCloser, err
 			pr.queue <- c // never blocks: at most conc chunks hold slots
 			pr.wg.Go(func() {
 				defer close(c.done)
-				c.err = s.fetchRange(ctx, key, okey, info.ETag, off, (*c.buf)[:c.n])
+				var crc *uint32
+				if check {
+					crc = &c.crc
+				}
+				c.err = s.fetchRange(ctx, key, okey, info.ETag, off, (*c.buf)[:c.n], crc)
 			})
 		}
 	})
@@ -173,12 +237,14 @@ type chunk struct {
 	done chan struct{}
 	buf  *[]byte
 	n    int
+	crc  uint32 // CRC32C of (*buf)[:n], if checked
 	err  error
 }
 
 // parallelReader yields the chunks GetParallel fetches, in order. Read,
 // WriteTo and Close are for one goroutine.
 type parallelReader struct {
+	key      string
 	bufs     *partBudget
 	cancel   context.CancelFunc
 	queue    chan *chunk
@@ -188,6 +254,10 @@ type parallelReader struct {
 	off      int
 	err      error
 	once     sync.Once
+	// check: the chunks' CRC32Cs, folded in order into crc, must give
+	// want, the object's, at the end.
+	check     bool
+	crc, want uint32
 }
 
 // release gives back c's buffer. A failed GET leaves nothing reading it:
@@ -210,8 +280,11 @@ func (r *parallelReader) next() error {
 		c, ok := <-r.queue
 		if !ok {
 			r.err = io.EOF
-			if r.schedErr != nil {
+			switch {
+			case r.schedErr != nil:
 				r.err = r.schedErr
+			case r.check && r.crc != r.want:
+				r.err = mismatch(r.key, r.crc, r.want)
 			}
 			return r.err
 		}
@@ -220,6 +293,9 @@ func (r *parallelReader) next() error {
 			r.release(c)
 			r.err = c.err
 			return r.err
+		}
+		if r.check {
+			r.crc = crc32Combine(r.crc, c.crc, int64(c.n))
 		}
 		r.cur, r.off = c, 0
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"time"
 
@@ -142,8 +143,9 @@ func (s *Store) Probe(ctx context.Context) (err error) {
 func (s *Store) probeUpload(ctx context.Context, okey string, uploadID **string) (func(ifNoneMatch, ifMatch *string) (*s3.CompleteMultipartUploadOutput, error), error) {
 	cin := &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &okey}
 	s.setSSE(&cin.ServerSideEncryption, &cin.SSEKMSKeyId)
-	if s.crc32 {
-		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32 // as putMultipart does
+	if s.checksums { // as putMultipart does
+		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+		cin.ChecksumType = types.ChecksumTypeFullObject
 	}
 	created, err := s.client.CreateMultipartUpload(ctx, cin)
 	if err != nil {
@@ -154,20 +156,27 @@ func (s *Store) probeUpload(ctx context.Context, okey string, uploadID **string)
 		Bucket: &s.bucket, Key: &okey, UploadId: created.UploadId,
 		PartNumber: aws.Int32(1), Body: strings.NewReader("6"), ContentLength: aws.Int64(1),
 	}
-	if s.crc32 {
-		pin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	var full *string
+	if s.checksums {
+		full = crc32cBase64(crc32.Checksum([]byte("6"), castagnoli))
+		pin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+		pin.ChecksumCRC32C = full
 	}
 	part, err := s.client.UploadPart(ctx, pin)
 	if err != nil {
 		return nil, s.wrap("upload-part", okey, err, false)
 	}
-	parts := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag, ChecksumCRC32: part.ChecksumCRC32}}
+	parts := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag, ChecksumCRC32C: part.ChecksumCRC32C}}
 	return func(ifNoneMatch, ifMatch *string) (*s3.CompleteMultipartUploadOutput, error) {
-		return s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		in := &s3.CompleteMultipartUploadInput{
 			Bucket: &s.bucket, Key: &okey, UploadId: created.UploadId,
 			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 			IfNoneMatch:     ifNoneMatch,
 			IfMatch:         ifMatch,
-		})
+		}
+		if full != nil {
+			in.ChecksumType, in.ChecksumCRC32C = types.ChecksumTypeFullObject, full
+		}
+		return s.client.CompleteMultipartUpload(ctx, in)
 	}, nil
 }

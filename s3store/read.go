@@ -25,7 +25,10 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, s.wrap("get", key, err, false)
 	}
-	return out.Body, nil
+	if blobstore.ContentVerified(ctx) {
+		return getBody{out.Body}, nil // no checksum checked: nothing to report
+	}
+	return checkedBody{out.Body, key}, nil
 }
 
 // getOptions returns the options of a whole-object GET in ctx: none, or,

@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 )
@@ -80,6 +82,10 @@ func (s *Store) recordUpload(ctx context.Context, okey, writeID, id string, star
 		Bucket: &s.bucket, Key: &rkey, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
 	}
 	s.setSSE(&in.ServerSideEncryption, &in.SSEKMSKeyId)
+	if s.checksums {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+		in.ChecksumCRC32C = crc32cBase64(crc32.Checksum(body, castagnoli))
+	}
 	if _, err := s.client.PutObject(ctx, in); err != nil {
 		return fmt.Errorf("record multipart upload: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -83,10 +84,19 @@ type Options struct {
 	SSEKMSKeyID string
 	// ChecksumWhenRequired makes the client compute request checksums and
 	// validate response checksums only for operations that require them.
-	// Since service/s3 v1.73 the SDK sends CRC32 checksums on every upload
-	// by default, which some S3-compatible stores reject; set this for
-	// those. AWS S3 and MinIO accept the default.
+	// By default every upload carries a CRC32C the server verifies and
+	// every whole-object read checks it (checksum.go); some S3-compatible
+	// stores reject checksums: set this for those. AWS S3, MinIO and
+	// versitygw accept the default.
 	ChecksumWhenRequired bool
+	// UnsignedPayload, for a plain-HTTP endpoint, signs requests without
+	// the SHA-256 of their body (UNSIGNED-PAYLOAD, what the SDK does over
+	// HTTPS anyway). The body is still checked against corruption by the
+	// CRC32C the server verifies, but no longer against tampering on the
+	// way: use it on a network you trust. It saves hashing every uploaded
+	// byte a second time (docs/integrity.md has the CPU figures). It
+	// needs checksums: New refuses it with ChecksumWhenRequired.
+	UnsignedPayload bool
 	// AccessKey and SecretKey, if set, are static credentials (with an
 	// optional SessionToken). Otherwise the standard AWS chain is used.
 	AccessKey    string
@@ -142,9 +152,11 @@ type Store struct {
 	conc     int
 	sse      types.ServerSideEncryption
 	kmsKey   string
-	crc32    bool // ask for CRC32 part checksums on multipart uploads
-	timeouts timeouts
-	bufs     *bufCache // part buffers between operations (buffers.go)
+	// checksums: every upload carries a CRC32C of the whole object that
+	// the server verifies (checksum.go); off with ChecksumWhenRequired.
+	checksums bool
+	timeouts  timeouts
+	bufs      *bufCache // part buffers between operations (buffers.go)
 	// signsPayload: the endpoint is plain HTTP, where the SDK signs the
 	// SHA-256 of every request body (payloadhash.go).
 	signsPayload bool
@@ -174,14 +186,17 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, errors.New("s3store: no bucket")
 	}
 	s := &Store{
-		bucket:   opts.Bucket,
-		endpoint: opts.Endpoint,
-		partSize: opts.PartSize,
-		conc:     opts.Concurrency,
-		kmsKey:   opts.SSEKMSKeyID,
-		crc32:    !opts.ChecksumWhenRequired,
+		bucket:    opts.Bucket,
+		endpoint:  opts.Endpoint,
+		partSize:  opts.PartSize,
+		conc:      opts.Concurrency,
+		kmsKey:    opts.SSEKMSKeyID,
+		checksums: !opts.ChecksumWhenRequired,
 	}
-	s.signsPayload = signsPayloads(opts.Endpoint)
+	s.signsPayload = signsPayloads(opts.Endpoint) && !opts.UnsignedPayload
+	if opts.UnsignedPayload && opts.ChecksumWhenRequired {
+		return nil, errors.New("s3store: unsigned payload needs checksums: with checksum when_required nothing would check a request body")
+	}
 	if p := strings.TrimSuffix(opts.Prefix, "/"); p != "" {
 		if err := blobstore.ValidateKey(p); err != nil {
 			return nil, fmt.Errorf("s3store: prefix: %w", err)
@@ -289,6 +304,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			o.HTTPClient = withTimeouts(base, s.timeouts)
 		}
 		o.APIOptions = append(o.APIOptions, addTimeoutMiddleware(s.timeouts.operation))
+		if opts.UnsignedPayload {
+			o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+		}
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
@@ -101,14 +102,22 @@ func (s *Store) metadata(c condition) map[string]string {
 
 // readFull fills buf from r like io.ReadFull but checks ctx between reads,
 // so a cancelled upload stops reading even if r keeps producing. It
-// returns io.EOF (not io.ErrUnexpectedEOF) whenever r ended.
-func readFull(ctx context.Context, r io.Reader, buf []byte) (int, error) {
+// returns io.EOF (not io.ErrUnexpectedEOF) whenever r ended. If crc is
+// not nil, it is set to the CRC32C of what was read, computed chunk by
+// chunk while each is in cache.
+func readFull(ctx context.Context, r io.Reader, buf []byte, crc *uint32) (int, error) {
 	n := 0
+	if crc != nil {
+		*crc = 0
+	}
 	for n < len(buf) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
 		m, err := r.Read(buf[n:])
+		if crc != nil && m > 0 {
+			*crc = crc32.Update(*crc, castagnoli, buf[n:n+m])
+		}
 		n += m
 		if err == io.EOF {
 			return n, io.EOF
@@ -132,13 +141,14 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c conditio
 	if err != nil {
 		return "", fmt.Errorf("s3store: %s %q: %w", op, key, err)
 	}
-	n, err := readFull(ctx, r, *buf)
+	var crc uint32
+	n, err := readFull(ctx, r, *buf, s.crcOf(&crc))
 	if err != nil && err != io.EOF {
 		bufs.put(buf)
 		return "", fmt.Errorf("s3store: %s %q: %w", op, key, err)
 	}
 	if err == io.EOF {
-		etag, err := s.putSingle(ctx, okey, (*buf)[:n], c, s.knownPayloadHash(r))
+		etag, err := s.putSingle(ctx, okey, (*buf)[:n], crc, c, s.knownPayloadHash(r))
 		// The buffer is reused only after a success: after a failed
 		// request the HTTP transport may still be reading the body in
 		// another goroutine.
@@ -155,14 +165,23 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, c conditio
 		// attempt completed the upload.
 		c.writeID = newWriteID()
 	}
-	etag, err := s.putMultipart(ctx, okey, bufs, buf, n, r, c)
+	etag, err := s.putMultipart(ctx, okey, bufs, part{num: 1, buf: buf, n: n, crc: crc}, r, c)
 	return s.resolve(ctx, op, key, okey, etag, err, c)
 }
 
-// putSingle writes data in one PutObject. payloadHash, if not "", is the
-// hex SHA-256 of data, which the request is signed with instead of the
-// SDK hashing data itself (see knownPayloadHash).
-func (s *Store) putSingle(ctx context.Context, okey string, data []byte, c condition, payloadHash string) (string, error) {
+// crcOf returns crc if uploads carry checksums (checksum.go), else nil.
+func (s *Store) crcOf(crc *uint32) *uint32 {
+	if !s.checksums {
+		return nil
+	}
+	return crc
+}
+
+// putSingle writes data in one PutObject, with crc, its CRC32C, for the
+// server to verify (unless checksums are off). payloadHash, if not "", is
+// the hex SHA-256 of data, which the request is signed with instead of
+// the SDK hashing data itself (see knownPayloadHash).
+func (s *Store) putSingle(ctx context.Context, okey string, data []byte, crc uint32, c condition, payloadHash string) (string, error) {
 	in := &s3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           &okey,
@@ -171,6 +190,11 @@ func (s *Store) putSingle(ctx context.Context, okey string, data []byte, c condi
 		Metadata:      s.metadata(c),
 	}
 	s.setSSE(&in.ServerSideEncryption, &in.SSEKMSKeyId)
+	if s.checksums {
+		// Given the value, the SDK computes no checksum of its own.
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+		in.ChecksumCRC32C = crc32cBase64(crc)
+	}
 	if c.ifNoneMatch {
 		in.IfNoneMatch = aws.String("*")
 	}
@@ -261,24 +285,24 @@ type part struct {
 	num int32
 	buf *[]byte
 	n   int
+	crc uint32 // CRC32C of (*buf)[:n], if uploads carry checksums
 }
 
-// putMultipart uploads first[:n] and the rest of r as a multipart upload
-// and completes it under condition c. On any failure it aborts the upload.
-// The parts' buffers come from bufs; first is already one of them.
-func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget, first *[]byte, n int, r io.Reader, c condition) (string, error) {
+// putMultipart uploads first and the rest of r as a multipart upload and
+// completes it under condition c. On any failure it aborts the upload.
+// The parts' buffers come from bufs; first's is already one of them.
+func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget, first part, r io.Reader, c condition) (string, error) {
 	cin := &s3.CreateMultipartUploadInput{
 		Bucket:   &s.bucket,
 		Key:      &okey,
 		Metadata: s.metadata(c),
 	}
 	s.setSSE(&cin.ServerSideEncryption, &cin.SSEKMSKeyId)
-	if s.crc32 {
-		// Ask for CRC32 part checksums explicitly, as the SDK's uploaders
-		// do: the SDK computes one for every UploadPart by default, and
-		// Complete must then list them, which needs the algorithm set on
-		// Create.
-		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	if s.checksums {
+		// A full-object checksum: Complete carries the CRC32C of the whole
+		// object, which the server checks (checksum.go).
+		cin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+		cin.ChecksumType = types.ChecksumTypeFullObject
 	}
 	// The record lets AbortIncompleteUploads find the upload after a
 	// crash, whatever the server's listings say (records.go). It is
@@ -287,12 +311,12 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 	// any part is sent.
 	started := time.Now()
 	if err := s.recordUpload(ctx, okey, c.writeID, "", started); err != nil {
-		bufs.put(first)
+		bufs.put(first.buf)
 		return "", err
 	}
 	created, err := s.client.CreateMultipartUpload(ctx, cin)
 	if err != nil {
-		bufs.put(first) // sent nowhere yet
+		bufs.put(first.buf) // sent nowhere yet
 		// The record stays if Create may have started an upload (no
 		// answer, or a 5xx such as SlowDown after the server applied it);
 		// a later sweep finds the upload under the key. A 4xx is a
@@ -304,7 +328,7 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 	}
 	uploadID := created.UploadId
 	if err := s.recordUpload(ctx, okey, c.writeID, aws.ToString(uploadID), started); err != nil {
-		bufs.put(first)
+		bufs.put(first.buf)
 		return "", s.abort(okey, uploadID, c.writeID, err)
 	}
 
@@ -333,8 +357,9 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 					Body:          bytes.NewReader((*p.buf)[:p.n]),
 					ContentLength: aws.Int64(int64(p.n)),
 				}
-				if s.crc32 {
-					pin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+				if s.checksums {
+					pin.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32c
+					pin.ChecksumCRC32C = crc32cBase64(p.crc)
 				}
 				out, err := s.client.UploadPart(upCtx, pin)
 				if err != nil {
@@ -345,9 +370,9 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 				bufs.put(p.buf)
 				mu.Lock()
 				completed = append(completed, types.CompletedPart{
-					PartNumber:    aws.Int32(p.num),
-					ETag:          out.ETag,
-					ChecksumCRC32: out.ChecksumCRC32,
+					PartNumber:     aws.Int32(p.num),
+					ETag:           out.ETag,
+					ChecksumCRC32C: out.ChecksumCRC32C,
 				})
 				mu.Unlock()
 			}
@@ -362,9 +387,11 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 			return false
 		}
 	}
+	// The whole object's CRC32C, folded from the parts' in order.
+	objectCRC := first.crc
 	readErr := func() error {
-		if !send(part{num: 1, buf: first, n: n}) {
-			bufs.put(first)
+		if !send(first) {
+			bufs.put(first.buf)
 			return nil
 		}
 		for num := int32(2); ; num++ {
@@ -374,7 +401,8 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 			if err != nil {
 				return err
 			}
-			m, err := readFull(upCtx, r, *buf)
+			var crc uint32
+			m, err := readFull(upCtx, r, *buf, s.crcOf(&crc))
 			if err != nil && err != io.EOF {
 				bufs.put(buf)
 				return err
@@ -384,7 +412,8 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 					bufs.put(buf)
 					return fmt.Errorf("object larger than %d parts of %d bytes (raise PartSize)", MaxParts, s.partSize)
 				}
-				if !send(part{num: num, buf: buf, n: m}) {
+				objectCRC = crc32Combine(objectCRC, crc, int64(m))
+				if !send(part{num: num, buf: buf, n: m, crc: crc}) {
 					bufs.put(buf)
 					return nil
 				}
@@ -418,6 +447,10 @@ func (s *Store) putMultipart(ctx context.Context, okey string, bufs *partBudget,
 		Key:             &okey,
 		UploadId:        uploadID,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+	}
+	if s.checksums {
+		in.ChecksumType = types.ChecksumTypeFullObject
+		in.ChecksumCRC32C = crc32cBase64(objectCRC)
 	}
 	// S3 checks conditions only here, when the object would become
 	// visible; Create and UploadPart take none.

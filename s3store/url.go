@@ -71,6 +71,8 @@ func OptionsFromURL(u *url.URL) (Options, error) {
 			}
 		case "path_style":
 			o.PathStyle, err = parseBool(v)
+		case "unsigned_payload":
+			o.UnsignedPayload, err = parseBool(v)
 		case "part_size":
 			o.PartSize, err = parsePartSize(v)
 		case "concurrency":
@@ -182,7 +184,7 @@ func parseSize(v string) (int64, error) {
 
 // urlParams are the parameters OptionsFromURL takes.
 var urlParams = []string{"region", "endpoint", "path_style", "part_size", "concurrency", "sse", "sse_kms_key_id",
-	"checksum", "max_attempts", "max_backoff", "attempt_timeout", "idle_timeout", "operation_timeout"}
+	"checksum", "unsigned_payload", "max_attempts", "max_backoff", "attempt_timeout", "idle_timeout", "operation_timeout"}
 
 // redacted returns u as a string with the password of its user
 // information, and of its endpoint parameter's, replaced by "xxxxx".

@@ -43,8 +43,8 @@ func TestOpenURLWithCredentialsFromEnvironment(t *testing.T) {
 		t.Fatalf("got %q", b)
 	}
 	st := bs.(*Store)
-	if st.partSize != 5<<20 || st.conc != 2 || st.crc32 {
-		t.Errorf("options not applied: part size %d, concurrency %d, crc32 %v", st.partSize, st.conc, st.crc32)
+	if st.partSize != 5<<20 || st.conc != 2 || st.checksums {
+		t.Errorf("options not applied: part size %d, concurrency %d, checksums %v", st.partSize, st.conc, st.checksums)
 	}
 }
 
@@ -58,6 +58,7 @@ func TestOptionsFromURL(t *testing.T) {
 		{"s3://bkt?region=eu-west-1&sse=aws:kms&sse_kms_key_id=key&max_attempts=9&part_size=16777216",
 			Options{Bucket: "bkt", Region: "eu-west-1", SSE: "aws:kms", SSEKMSKeyID: "key", MaxAttempts: 9, PartSize: 16 << 20}},
 		{"s3://bkt?part_size=1GiB&path_style=1&checksum=when_supported", Options{Bucket: "bkt", PartSize: 1 << 30, PathStyle: true}},
+		{"s3://bkt?unsigned_payload=true", Options{Bucket: "bkt", UnsignedPayload: true}},
 		{"s3://bkt?attempt_timeout=500ms&idle_timeout=none&operation_timeout=45s&max_backoff=2s&max_attempts=-1",
 			Options{Bucket: "bkt", AttemptTimeout: 500 * time.Millisecond, IdleTimeout: -1, OperationTimeout: 45 * time.Second, MaxBackoff: 2 * time.Second, MaxAttempts: -1}},
 	} {

@@ -190,7 +190,8 @@ func exitCode(ctx context.Context, err error) int {
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
+	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, blobstore.ErrChecksum), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
+		// ErrChecksum: the store's own checksum of an object failed.
 		return exitVerify
 	case stoppedBy(ctx, err):
 		var se signalError

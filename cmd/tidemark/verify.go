@@ -17,7 +17,8 @@ import (
 )
 
 func (a *app) verifyCmd() *cobra.Command {
-	return &cobra.Command{
+	var deep bool
+	cmd := &cobra.Command{
 		Use:   "verify ID|LABEL",
 		Short: "Re-read a checkpoint or savepoint and check every digest",
 		Long: `verify reads every byte of a checkpoint's state files (or of a savepoint archive)
@@ -53,12 +54,12 @@ checkpoint with no record is exit 3.`,
 				if err != nil {
 					return err
 				}
-				return a.verifyCheckpoint(ctx, bs, rec.ID, rec)
+				return a.verifyCheckpointAt(ctx, bs, rec.ID, rec, deep)
 			}
 			if _, err := checkpoint.ParseID(name); err == nil {
 				rec, err := s.LoadRecord(ctx, name)
 				if err == nil {
-					return a.verifyCheckpoint(ctx, bs, name, rec)
+					return a.verifyCheckpointAt(ctx, bs, name, rec, deep)
 				}
 				if errors.Is(err, archive.ErrCorrupt) {
 					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
@@ -78,9 +79,14 @@ checkpoint with no record is exit 3.`,
 			if err != nil {
 				return err
 			}
+			if deep {
+				return a.verifySavepointDeep(ctx, bs, name, info.Size)
+			}
 			return a.verifySavepoint(ctx, bs, name, info.Size)
 		},
 	}
+	addDeepFlag(cmd, &deep)
+	return cmd
 }
 
 type verifyResult struct {
