@@ -33,7 +33,8 @@ type SourceConfig struct {
 	Wait time.Duration
 	// InFlight bounds the messages the server may push ahead of Next, per
 	// partition (default 256). Memory is bounded by about
-	// len(Partitions)*InFlight + MaxRecords messages.
+	// len(Partitions)*InFlight + MaxRecords messages, each at most the
+	// server's max_payload (1 MiB by default).
 	InFlight int
 	// StopAtEnd makes the source bounded: at Seek it notes each
 	// partition's last sequence, and Next returns io.EOF once every
@@ -58,7 +59,7 @@ type Offsets struct {
 // recreated from the last sequence it delivered, so the source sees each
 // message once and in order, and no consumer state lives on the server
 // between runs (the checkpoint is the only position). Pulls are bounded
-// by InFlight messages and MaxBytes bytes per partition, and a handler
+// by InFlight messages per partition, and a handler
 // that blocks on a full buffer stops further pulls, so a slow job holds a
 // bounded number of messages.
 type Source struct {
@@ -219,7 +220,9 @@ func (s *Source) start(ctx context.Context, st natsjs.Stream, p int) error {
 		case s.ch <- delivered{p: p, seq: md.Sequence.Stream, rec: rec}:
 		case <-s.stop:
 		}
-	}, natsjs.PullMaxMessagesWithBytesLimit(s.cfg.InFlight, s.cfg.MaxBytes))
+		// No byte limit on the pull: a message larger than it is never
+		// delivered, and the pull spins.
+	}, natsjs.PullMaxMessages(s.cfg.InFlight))
 	if err != nil {
 		return fmt.Errorf("jetstream: consume partition %d: %w", p, err)
 	}
