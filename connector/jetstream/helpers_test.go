@@ -42,7 +42,7 @@ func outputStreams(t *testing.T, srv *natstest.Server, name string) {
 
 // readOutput returns every record on "<stream>.*" (markers excluded), as a
 // consumer of the output would see them, in stream order.
-func readOutput(t *testing.T, js natsjs.JetStream, stream string) []job.Record {
+func readOutput(t testing.TB, js natsjs.JetStream, stream string) []job.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -75,7 +75,7 @@ func readOutput(t *testing.T, js natsjs.JetStream, stream string) []job.Record {
 }
 
 // sameRecords fails unless got is want, in order.
-func sameRecords(t *testing.T, what string, got, want []job.Record) {
+func sameRecords(t testing.TB, what string, got, want []job.Record) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d records, want %d", what, len(got), len(want))

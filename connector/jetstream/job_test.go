@@ -54,7 +54,7 @@ func (j partitionTotals) Process(_ context.Context, st *state.Store, in []job.Re
 // checkTotals checks that the output holds each input number once, per
 // partition in input order, with the running total a single uninterrupted
 // run would have computed.
-func checkTotals(t *testing.T, out []job.Record, parts, n int) {
+func checkTotals(t testing.TB, out []job.Record, parts, n int) {
 	t.Helper()
 	next := make([]int, parts)   // next number expected per partition
 	totals := make([]int, parts) // running total per partition

@@ -28,7 +28,7 @@ func fillInput(t *testing.T, js natsjs.JetStream, parts, n int) map[int][]job.Re
 	return publishInput(t, js, parts, 0, n)
 }
 
-func publishInput(t *testing.T, js natsjs.JetStream, parts, from, n int) map[int][]job.Record {
+func publishInput(t testing.TB, js natsjs.JetStream, parts, from, n int) map[int][]job.Record {
 	t.Helper()
 	ctx := t.Context()
 	out := map[int][]job.Record{}
