@@ -6,6 +6,7 @@ package jetstream_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -253,5 +254,65 @@ func TestServerConcurrentBatchesOneMarker(t *testing.T) {
 	}
 	if n := msgs(t, st); n != 21 {
 		t.Fatalf("stream holds %d messages, want one batch's 21", n)
+	}
+}
+
+// BenchmarkServerPublish prints what the server takes in messages/s of
+// 40 bytes: plain asynchronous publishes, and atomic batches of 1000
+// sent as the sink sends them (no reply until the commit), both into a
+// file-stored R1 stream. It bounds what the sink's commit can reach.
+//
+//	go test -run '^$' -bench BenchmarkServerPublish -benchtime=1x ./connector/jetstream/
+func BenchmarkServerPublish(b *testing.B) {
+	const n = 100000
+	srv := natstest.StartProcess(b)
+	nc := srv.Connect(b)
+	js, _ := natsjs.New(nc)
+	if _, err := js.CreateStream(b.Context(), natsjs.StreamConfig{Name: "out", Subjects: []string{"out.>"}, Storage: natsjs.FileStorage, AllowAtomicPublish: true}); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 40)
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for j := range n {
+			if _, err := js.PublishAsync("out.plain", data); err != nil {
+				b.Fatal(err)
+			}
+			if j%1000 == 999 {
+				<-js.PublishAsyncComplete()
+			}
+		}
+		<-js.PublishAsyncComplete()
+		plain := float64(n) / time.Since(start).Seconds()
+
+		start = time.Now()
+		for k := range n / 1000 {
+			id := nuid.Next()
+			for j := 1; j <= 1000; j++ {
+				m := nats.NewMsg("out.batch")
+				m.Data = data
+				m.Header.Set("Nats-Batch-Id", id)
+				m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(j))
+				if j < 1000 {
+					if err := nc.PublishMsg(m); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				m.Header.Set("Nats-Batch-Commit", "1")
+				reply, err := nc.RequestMsg(m, 30*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ack batchAck
+				if err := json.Unmarshal(reply.Data, &ack); err != nil || ack.Error != nil {
+					b.Fatalf("batch %d: %s %v", k, reply.Data, err)
+				}
+			}
+		}
+		batched := float64(n) / time.Since(start).Seconds()
+		fmt.Printf("BenchmarkServerPublish: plain async %.0f msgs/s, atomic batches of 1000 %.0f msgs/s\n", plain, batched)
+		b.ReportMetric(plain, "msgs/s-plain")
+		b.ReportMetric(batched, "msgs/s-atomic")
 	}
 }

@@ -87,11 +87,21 @@ type Sink struct {
 
 	mu   sync.Mutex
 	open map[job.Txn]*stagedTxn
+	// prepared keeps what this process sealed, so that its own Commit
+	// (the common case) need not read staging back. It holds the output
+	// of the checkpoints between Prepare and Commit: one or two.
+	prepared map[job.Txn]*preparedTxn
+}
+
+// preparedTxn is a sealed txn as this process wrote it.
+type preparedTxn struct {
+	seal seal
+	msgs []stagedMsg
 }
 
 // stagedTxn is what this process wrote to a txn and has not sealed yet.
 type stagedTxn struct {
-	n       int
+	msgs    []stagedMsg
 	futures []natsjs.PubAckFuture
 }
 
@@ -145,7 +155,7 @@ func NewSink(ctx context.Context, js natsjs.JetStream, cfg SinkConfig) (*Sink, e
 	if _, err := js.Stream(ctx, stage); err != nil {
 		return nil, fmt.Errorf("jetstream: staging stream %s: %w", stage, err)
 	}
-	return &Sink{js: js, nc: js.Conn(), cfg: cfg, stage: stage, open: map[job.Txn]*stagedTxn{}}, nil
+	return &Sink{js: js, nc: js.Conn(), cfg: cfg, stage: stage, open: map[job.Txn]*stagedTxn{}, prepared: map[job.Txn]*preparedTxn{}}, nil
 }
 
 // checkOutput refuses an output stream that could drop a marker: a commit
@@ -216,13 +226,14 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 	subj := s.stagingSubject(txn)
 	for _, r := range recs {
 		m := NewMsg(subj, r)
-		m.Header.Set(subjectHeader, PartitionSubject(s.cfg.Stream, PartitionOf(r.Key, s.cfg.Partitions)))
+		out := PartitionSubject(s.cfg.Stream, PartitionOf(r.Key, s.cfg.Partitions))
+		m.Header.Set(subjectHeader, out)
 		f, err := s.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("jetstream: stage a record of %s: %w", txn, err)
 		}
 		st.futures = append(st.futures, f)
-		st.n++
+		st.msgs = append(st.msgs, stagedMsg{subject: out, key: m.Header.Get(KeyHeader), data: r.Value})
 		// Bound the acks in flight, and surface an error early.
 		if len(st.futures) >= 1024 {
 			if err := waitAcks(ctx, st); err != nil {
@@ -259,7 +270,8 @@ func (s *Sink) Prepare(ctx context.Context, txn job.Txn) error {
 	if err := waitAcks(ctx, st); err != nil {
 		return fmt.Errorf("jetstream: prepare %s: staged records: %w", txn, err)
 	}
-	body, err := json.Marshal(seal{Txn: txn.String(), Records: st.n, ChunkMsgs: s.cfg.MaxBatch - 1, ChunkBytes: s.cfg.MaxBatchBytes})
+	sl := seal{Txn: txn.String(), Records: len(st.msgs), ChunkMsgs: s.cfg.MaxBatch - 1, ChunkBytes: s.cfg.MaxBatchBytes}
+	body, err := json.Marshal(sl)
 	if err != nil {
 		return err
 	}
@@ -271,6 +283,7 @@ func (s *Sink) Prepare(ctx context.Context, txn job.Txn) error {
 	}
 	s.mu.Lock()
 	delete(s.open, txn)
+	s.prepared[txn] = &preparedTxn{seal: sl, msgs: st.msgs}
 	s.mu.Unlock()
 	return nil
 }
@@ -293,10 +306,24 @@ func (s *Sink) Commit(ctx context.Context, txn job.Txn) error {
 // early to stand for a crash in the middle of a commit).
 func (s *Sink) commit(ctx context.Context, txn job.Txn, limit int) error {
 	done, err := s.committed(ctx, txn)
+	s.mu.Lock()
+	mine := s.prepared[txn]
+	if done {
+		delete(s.prepared, txn)
+	}
+	s.mu.Unlock()
 	if err != nil || done {
 		return err
 	}
-	sl, msgs, err := s.readStaging(ctx, txn)
+	var (
+		sl   *seal
+		msgs []stagedMsg
+	)
+	if mine != nil {
+		sl, msgs = &mine.seal, mine.msgs
+	} else {
+		sl, msgs, err = s.readStaging(ctx, txn)
+	}
 	if errors.Is(err, ErrNotPrepared) {
 		// A concurrent commit may have finished and purged staging.
 		if done, cerr := s.committed(ctx, txn); cerr != nil || done {
@@ -318,6 +345,9 @@ func (s *Sink) commit(ctx context.Context, txn job.Txn, limit int) error {
 	}
 	// Staging is no longer needed: the markers answer every later call.
 	// A failed purge leaves garbage, not a wrong result.
+	s.mu.Lock()
+	delete(s.prepared, txn)
+	s.mu.Unlock()
 	_ = s.purge(ctx, txn)
 	return nil
 }
@@ -530,6 +560,7 @@ func (s *Sink) publishBatch(ctx context.Context, mk marker, subj string, recs []
 func (s *Sink) Abort(ctx context.Context, txn job.Txn) error {
 	s.mu.Lock()
 	delete(s.open, txn)
+	delete(s.prepared, txn)
 	s.mu.Unlock()
 	return s.purge(ctx, txn)
 }
