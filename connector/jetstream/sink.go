@@ -23,6 +23,9 @@ const (
 	subjectHeader = "Tidemark-Subject"
 	// sealHeader marks a txn's last staged message, written by Prepare.
 	sealHeader = "Tidemark-Prepared"
+	// indexHeader numbers a txn's staged records from 0, so that a
+	// commit reading staging back skips a duplicate and detects a gap.
+	indexHeader = "Tidemark-Index"
 )
 
 // JetStream's atomic batch protocol (ADR-50), in headers: nats.go v1.55.0
@@ -228,6 +231,7 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 		m := NewMsg(subj, r)
 		out := PartitionSubject(s.cfg.Stream, PartitionOf(r.Key, s.cfg.Partitions))
 		m.Header.Set(subjectHeader, out)
+		m.Header.Set(indexHeader, strconv.Itoa(len(st.msgs)))
 		f, err := s.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("jetstream: stage a record of %s: %w", txn, err)
@@ -244,12 +248,22 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 	return nil
 }
 
+// ackTimeout bounds the wait for one staged message's acknowledgement: a
+// message lost in a reconnect is never acknowledged, and Prepare must fail
+// rather than hang.
+const ackTimeout = 30 * time.Second
+
 func waitAcks(ctx context.Context, st *stagedTxn) error {
+	timer := time.NewTimer(ackTimeout)
+	defer timer.Stop()
 	for _, f := range st.futures {
+		timer.Reset(ackTimeout)
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
 			return err
+		case <-timer.C:
+			return fmt.Errorf("no acknowledgement of a staged message after %v", ackTimeout)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -430,6 +444,12 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 			h := m.Headers()
 			if h.Get(sealHeader) != "" {
 				return nil, nil, fmt.Errorf("%w: %s: seal after %d of %d records", ErrNotPrepared, txn, len(msgs), sl.Records)
+			}
+			switch i, err := strconv.Atoi(h.Get(indexHeader)); {
+			case err != nil || i > len(msgs):
+				return nil, nil, fmt.Errorf("jetstream: staging of %s: record %q where %d was due", txn, h.Get(indexHeader), len(msgs))
+			case i < len(msgs):
+				continue // a duplicate of a record already read
 			}
 			msgs = append(msgs, stagedMsg{subject: h.Get(subjectHeader), key: h.Get(KeyHeader), data: m.Data()})
 		}

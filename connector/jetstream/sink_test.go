@@ -5,7 +5,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
@@ -273,4 +275,50 @@ func TestSinkRefusesUnsafeOutput(t *testing.T) {
 			t.Errorf("stream %s: NewSink: %v, want ErrConfig", cfg.Name, err)
 		}
 	}
+}
+
+// TestSinkStagingDuplicateIgnored: a staged record stored twice (a client
+// that sent it again) is still committed once by a node reading staging.
+func TestSinkStagingDuplicateIgnored(t *testing.T) {
+	srv := natstest.Start(t)
+	outputStreams(t, srv, "out")
+	ctx := t.Context()
+	js := srv.JetStream(t)
+	txn := job.Txn{ID: "ckpt-00000000000000000011", Writer: "e4"}
+	want := records("dup", 0, 5)
+	w := newSink(t, srv, tmjs.SinkConfig{Stream: "out"})
+	if err := w.Write(ctx, txn, want[:3]); err != nil {
+		t.Fatal(err)
+	}
+	// Store the third staged message again, as a resend would.
+	st, err := js.Stream(ctx, "out_staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.CachedInfo().State.Msgs < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		if st, err = js.Stream(ctx, "out_staging"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third, err := st.GetMsg(ctx, st.CachedInfo().State.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := nats.NewMsg(third.Subject)
+	dup.Header, dup.Data = third.Header, third.Data
+	if _, err := js.PublishMsg(ctx, dup); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, txn, want[3:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Prepare(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := newSink(t, srv, tmjs.SinkConfig{Stream: "out"}).Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "committed from staging with a duplicate", readOutput(t, js, "out"), want)
 }
