@@ -41,37 +41,49 @@ func outputStreams(t *testing.T, srv *natstest.Server, name string) {
 }
 
 // readOutput returns every record on "<stream>.*" (markers excluded), as a
-// consumer of the output would see them, in stream order.
+// consumer of the output would see them, in stream order. It reads as many
+// as the stream counts on those subjects, so a slow server cannot cut the
+// read short.
 func readOutput(t testing.TB, js natsjs.JetStream, stream string) []job.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
+	info, err := st.Info(ctx, natsjs.WithSubjectFilter(stream+".*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range info.State.Subjects {
+		total += int(n)
+	}
+	out := make([]job.Record, 0, total)
+	if total == 0 {
+		return out
+	}
 	cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{stream + ".*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []job.Record
-	for {
-		b, err := cons.Fetch(500, natsjs.FetchMaxWait(200*time.Millisecond))
+	for len(out) < total {
+		b, err := cons.Fetch(min(total-len(out), 500), natsjs.FetchMaxWait(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := 0
 		for m := range b.Messages() {
-			n++
 			out = append(out, tmjs.RecordOf(t, m))
 		}
 		if err := b.Error(); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return out
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of the %d records of %s.*", len(out), total, stream)
 		}
 	}
+	return out
 }
 
 // sameRecords fails unless got is want, in order.
