@@ -322,3 +322,33 @@ func TestSinkStagingDuplicateIgnored(t *testing.T) {
 	}
 	sameRecords(t, "committed from staging with a duplicate", readOutput(t, js, "out"), want)
 }
+
+// TestSinkChunksByBytes: a txn larger than MaxBatchBytes is cut into
+// several batches by size; retried from another node it is published once.
+func TestSinkChunksByBytes(t *testing.T) {
+	srv := natstest.Start(t)
+	outputStreams(t, srv, "out")
+	ctx := t.Context()
+	cfg := tmjs.SinkConfig{Stream: "out", MaxBatchBytes: 60}
+	txn := job.Txn{ID: "ckpt-00000000000000000012", Writer: "e1"}
+	want := records("bytes", 0, 30) // about 12 bytes each: 6 chunks or so
+	s := newSink(t, srv, cfg)
+	if err := s.Write(ctx, txn, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := tmjs.CommitPartly(ctx, s, txn, 3); err != nil {
+		t.Fatal(err)
+	}
+	js := srv.JetStream(t)
+	partial := readOutput(t, js, "out")
+	if len(partial) == 0 || len(partial) >= len(want) {
+		t.Fatalf("3 chunks published %d of %d records: the txn was not cut by bytes", len(partial), len(want))
+	}
+	if err := newSink(t, srv, cfg).Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "after the commit", readOutput(t, js, "out"), want)
+}
