@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,7 +36,8 @@ import (
 //     commits the whole output;
 //
 // and prints records/s of each, the overhead of 1s checkpoints against
-// the baseline in %, and
+// the baseline in %, the recovery time of a fourth run killed at half
+// the input and resumed on a new node (benchRecovery), and
 // for the 1s run the checkpoint latency p50/p99 from the barrier to the
 // sink's commit (output visible) and to the runtime's completion event.
 // Both outputs are checked exactly once. Run it once:
@@ -65,6 +67,7 @@ func BenchmarkJobJetStream(b *testing.B) {
 		on := benchRun(b, nsrv, msrv, fmt.Sprintf("outon%d", i), parts, n, time.Second, false)
 		off := benchRun(b, nsrv, msrv, fmt.Sprintf("outoff%d", i), parts, n, time.Hour, true)
 		offEO := benchRun(b, nsrv, msrv, fmt.Sprintf("outoffeo%d", i), parts, n, time.Hour, false)
+		recovered, firstBatch := benchRecovery(b, nsrv, msrv, fmt.Sprintf("outkill%d", i), parts, n)
 		overhead := 100 * (off.rate - on.rate) / off.rate
 		fmt.Printf("BenchmarkJobJetStream: %d records, %d partitions, NATS %s, MinIO %s\n", n, parts, nsrv.Mode(), msrv.Mode())
 		fmt.Printf("  checkpoints every 1s: %8.0f records/s  (%d checkpoints in %v)\n", on.rate, on.checkpoints, on.elapsed.Round(time.Millisecond))
@@ -73,6 +76,7 @@ func BenchmarkJobJetStream(b *testing.B) {
 		fmt.Printf("  overhead of 1s checkpoints: %.1f%%\n", overhead)
 		fmt.Printf("  checkpoint latency, barrier to output committed: p50 %v  p99 %v  (n=%d)\n", pct(on.commit, 50), pct(on.commit, 99), len(on.commit))
 		fmt.Printf("  checkpoint latency, barrier to completion event: p50 %v  p99 %v  (n=%d)\n", pct(on.complete, 50), pct(on.complete, 99), len(on.complete))
+		fmt.Printf("  recovery after a kill at half the input, new node with an empty disk: recovered in %v, first batch after %v\n", recovered.Round(time.Millisecond), firstBatch.Round(time.Millisecond))
 		b.ReportMetric(on.rate, "rec/s-ckpt1s")
 		b.ReportMetric(off.rate, "rec/s-ckptoff")
 		b.ReportMetric(overhead, "overhead-%")
@@ -258,3 +262,79 @@ func (s *directSink) Prepare(ctx context.Context, _ job.Txn) error {
 
 func (*directSink) Commit(context.Context, job.Txn) error { return nil }
 func (*directSink) Abort(context.Context, job.Txn) error  { return nil }
+
+// benchRecovery runs the job with 1s checkpoints, kills it (its context)
+// at half the input once a checkpoint completed, and resumes it on a new
+// node (empty disk, new connection). It returns the time from the new
+// node's start to its recovery ("start" event: writer role taken, state
+// restored from MinIO, the prepared transaction rolled forward, the source
+// seeked) and to its first processed batch; the output is checked exactly
+// once.
+func benchRecovery(b *testing.B, nsrv *natstest.Server, msrv *miniotest.Server, out string, parts, n int) (recovered, firstBatch time.Duration) {
+	b.Helper()
+	ctx := b.Context()
+	if err := tmjs.CreateOutputStreams(ctx, nsrv.JetStream(b), out, 1); err != nil {
+		b.Fatal(err)
+	}
+	bucketName := msrv.NewBucket(b)
+	all := make([]int, parts)
+	for p := range all {
+		all[p] = p
+	}
+	node := func(die bool) (time.Duration, time.Duration, error) {
+		js := nsrv.JetStream(b)
+		bucket, err := s3store.New(ctx, s3store.Options{
+			Bucket: bucketName, Endpoint: msrv.Endpoint, Region: msrv.Region, PathStyle: true,
+			AccessKey: msrv.AccessKey, SecretKey: msrv.SecretKey,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		src, err := tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: all, StopAtEnd: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer src.Close()
+		sink, err := tmjs.NewSink(ctx, js, tmjs.SinkConfig{Stream: out, Partitions: parts})
+		if err != nil {
+			b.Fatal(err)
+		}
+		disk := b.TempDir()
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var recovered, first time.Duration
+		completed := false
+		start := time.Now()
+		_, err = job.Run(rctx, job.Config{
+			Storage:   blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
+			Dir:       disk,
+			Source:    src,
+			Processor: partitionTotals{parts: parts},
+			Sink:      sink,
+			Interval:  time.Second,
+			Observe: func(e job.Event) {
+				switch {
+				case e.Kind == "start":
+					recovered = time.Since(start)
+				case e.Kind == "batch" && first == 0:
+					first = time.Since(start)
+				case e.Kind == "checkpoint":
+					completed = true
+				}
+				if die && completed && e.Records >= uint64(n/2) {
+					cancel()
+				}
+			},
+		})
+		return recovered, first, err
+	}
+	if _, _, err := node(true); !errors.Is(err, context.Canceled) {
+		b.Fatalf("first node: %v, want it killed mid-stream", err)
+	}
+	recovered, firstBatch, err := node(false)
+	if err != nil {
+		b.Fatalf("second node: %v", err)
+	}
+	checkTotals(b, readOutput(b, nsrv.JetStream(b), out), parts, n)
+	return recovered, firstBatch
+}
