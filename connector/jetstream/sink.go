@@ -82,11 +82,18 @@ type SinkConfig struct {
 // and a marker naming this txn means the chunk is in: success, nothing
 // published twice. A marker naming another writer is ErrTxnConflict. The
 // marker is permanent, so this holds forever, not for a dedupe window.
+//
+// The writer keeps a txn's records in memory from Write until its Commit
+// (which then need not read staging back): memory grows with the output
+// of the checkpoints in flight, one or two.
 type Sink struct {
 	js    natsjs.JetStream
 	nc    *nats.Conn
 	cfg   SinkConfig
 	stage string // staging stream name and subject prefix
+	// out and staged are handles on the two streams: by name, so that
+	// they stay valid across reconnects and server restarts.
+	out, staged natsjs.Stream
 
 	mu   sync.Mutex
 	open map[job.Txn]*stagedTxn
@@ -155,10 +162,14 @@ func NewSink(ctx context.Context, js natsjs.JetStream, cfg SinkConfig) (*Sink, e
 		return nil, err
 	}
 	stage := stagingName(cfg.Stream)
-	if _, err := js.Stream(ctx, stage); err != nil {
+	staged, err := js.Stream(ctx, stage)
+	if err != nil {
 		return nil, fmt.Errorf("jetstream: staging stream %s: %w", stage, err)
 	}
-	return &Sink{js: js, nc: js.Conn(), cfg: cfg, stage: stage, open: map[job.Txn]*stagedTxn{}, prepared: map[job.Txn]*preparedTxn{}}, nil
+	return &Sink{
+		js: js, nc: js.Conn(), cfg: cfg, stage: stage, out: st, staged: staged,
+		open: map[job.Txn]*stagedTxn{}, prepared: map[job.Txn]*preparedTxn{},
+	}, nil
 }
 
 // checkOutput refuses an output stream that could drop a marker: a commit
@@ -322,10 +333,14 @@ func (s *Sink) commit(ctx context.Context, txn job.Txn, limit int) error {
 	done, err := s.committed(ctx, txn)
 	s.mu.Lock()
 	mine := s.prepared[txn]
-	if done {
+	if done || errors.Is(err, ErrTxnConflict) {
 		delete(s.prepared, txn)
 	}
 	s.mu.Unlock()
+	if errors.Is(err, ErrTxnConflict) {
+		// This txn can never commit: its staging is garbage.
+		_ = s.purge(ctx, txn)
+	}
 	if err != nil || done {
 		return err
 	}
@@ -388,11 +403,7 @@ func (s *Sink) committed(ctx context.Context, txn job.Txn) (bool, error) {
 
 // marker reads chunk's marker of checkpoint id, or nil when there is none.
 func (s *Sink) marker(ctx context.Context, id string, chunk int) (*marker, error) {
-	st, err := s.js.Stream(ctx, s.cfg.Stream)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: output stream %s: %w", s.cfg.Stream, err)
-	}
-	raw, err := st.GetLastMsgForSubject(ctx, s.MarkerSubject(id, chunk))
+	raw, err := s.out.GetLastMsgForSubject(ctx, s.MarkerSubject(id, chunk))
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -408,10 +419,7 @@ func (s *Sink) marker(ctx context.Context, id string, chunk int) (*marker, error
 
 // readStaging reads txn's sealed staging in order.
 func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg, error) {
-	st, err := s.js.Stream(ctx, s.stage)
-	if err != nil {
-		return nil, nil, fmt.Errorf("jetstream: staging stream %s: %w", s.stage, err)
-	}
+	st := s.staged
 	subj := s.stagingSubject(txn)
 	// The last message of the subject is the seal, if Prepare finished.
 	last, err := st.GetLastMsgForSubject(ctx, subj)
@@ -586,11 +594,7 @@ func (s *Sink) Abort(ctx context.Context, txn job.Txn) error {
 }
 
 func (s *Sink) purge(ctx context.Context, txn job.Txn) error {
-	st, err := s.js.Stream(ctx, s.stage)
-	if err != nil {
-		return fmt.Errorf("jetstream: staging stream %s: %w", s.stage, err)
-	}
-	if err := st.Purge(ctx, natsjs.WithPurgeSubject(s.stagingSubject(txn))); err != nil {
+	if err := s.staged.Purge(ctx, natsjs.WithPurgeSubject(s.stagingSubject(txn))); err != nil {
 		return fmt.Errorf("jetstream: purge staging of %s: %w", txn, err)
 	}
 	return nil
