@@ -38,6 +38,13 @@
 // is FROM scratch with that static binary, built once through
 // miniotest.BuildImage.
 //
+// # Clusters
+//
+// [StartCluster] starts n processes routed into one JetStream cluster on
+// 127.0.0.1, for streams of several replicas; each node is a Server that
+// can be killed and restarted alone, and [Cluster.Connect] fails over
+// between them.
+//
 // # Cleanup
 //
 // A process is stopped by its own PID (SIGTERM, then SIGKILL), and on Linux

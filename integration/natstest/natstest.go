@@ -123,19 +123,25 @@ func options(opts []Options) Options {
 // config renders a server configuration. listen is host:port; storeDir is
 // the JetStream store as the server sees it.
 func config(listen, storeDir string, o Options) string {
+	return configNamed("tidemark-test", listen, storeDir, o, "")
+}
+
+// configNamed renders a configuration with a server name and extra
+// top-level blocks (a cluster's).
+func configNamed(name, listen, storeDir string, o Options, extra string) string {
 	limits := ""
 	if o.MaxBatch > 0 {
 		limits = fmt.Sprintf("\n  limits { batch { max_msgs: %d } }", o.MaxBatch)
 	}
 	return fmt.Sprintf(`listen: %q
-server_name: tidemark-test
+server_name: %q
 jetstream {
   store_dir: %q%s
 }
 authorization {
   users = [ { user: %q, password: %q } ]
 }
-`, listen, storeDir, limits, DefaultUser, DefaultPassword)
+%s`, listen, name, storeDir, limits, DefaultUser, DefaultPassword, extra)
 }
 
 func registerCleanup(t testing.TB, s *Server) {

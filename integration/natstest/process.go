@@ -41,13 +41,24 @@ func StartProcess(t testing.TB, opts ...Options) *Server {
 		t.Fatalf("natstest: choose a port: %v", err)
 	}
 	dir := t.TempDir()
+	s := startProcessConf(t, bin, dir, port, config(hostPort(port), filepath.Join(dir, "jetstream"), options(opts)))
+	if err := s.waitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startProcessConf starts the binary with configuration conf in dir, and
+// stops it in t.Cleanup; the caller waits for readiness.
+func startProcessConf(t testing.TB, bin, dir string, port int, conf string) *Server {
+	t.Helper()
 	p := &processBackend{
 		bin:     bin,
 		conf:    filepath.Join(dir, "nats.conf"),
 		logPath: filepath.Join(dir, "nats.log"),
 		addr:    hostPort(port),
 	}
-	if err := os.WriteFile(p.conf, []byte(config(p.addr, filepath.Join(dir, "jetstream"), options(opts))), 0o600); err != nil {
+	if err := os.WriteFile(p.conf, []byte(conf), 0o600); err != nil {
 		t.Fatalf("natstest: write config: %v", err)
 	}
 	s := &Server{URL: "nats://" + p.addr, User: DefaultUser, Password: DefaultPassword, mode: ModeProcess, b: p}
@@ -55,9 +66,6 @@ func StartProcess(t testing.TB, opts ...Options) *Server {
 		t.Fatal(err)
 	}
 	registerCleanup(t, s)
-	if err := s.waitReady(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	return s
 }
 
