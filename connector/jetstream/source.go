@@ -36,6 +36,10 @@ type SourceConfig struct {
 	// len(Partitions)*InFlight + MaxRecords messages, each at most the
 	// server's max_payload (1 MiB by default).
 	InFlight int
+	// Heartbeat is how often the server proves a partition's consumer
+	// alive while it has nothing to send (default 2s); two missed ones
+	// make the client recreate the consumer, as after its node died.
+	Heartbeat time.Duration
 	// StopAtEnd makes the source bounded: at Seek it notes each
 	// partition's last sequence, and Next returns io.EOF once every
 	// partition has been read up to it.
@@ -116,6 +120,9 @@ func NewSource(js natsjs.JetStream, cfg SourceConfig) (*Source, error) {
 	}
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 256
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 2 * time.Second
 	}
 	cfg.Partitions = slices.Clone(cfg.Partitions)
 	slices.Sort(cfg.Partitions)
@@ -222,7 +229,10 @@ func (s *Source) start(ctx context.Context, st natsjs.Stream, p int) error {
 		}
 		// No byte limit on the pull: a message larger than it is never
 		// delivered, and the pull spins.
-	}, natsjs.PullMaxMessages(s.cfg.InFlight))
+	}, natsjs.PullMaxMessages(s.cfg.InFlight),
+		// A consumer on a node that died is noticed by missed heartbeats,
+		// then recreated: 30s by default is too long a stall.
+		natsjs.PullHeartbeat(s.cfg.Heartbeat))
 	if err != nil {
 		return fmt.Errorf("jetstream: consume partition %d: %w", p, err)
 	}

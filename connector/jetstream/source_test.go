@@ -90,7 +90,9 @@ func byPartition(t *testing.T, recs []job.Record, parts int) map[int][]job.Recor
 // batch bounds.
 func readUntil(t *testing.T, s *tmjs.Source, n, maxRecs int) ([]job.Record, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// Generous: after a node's death the client recreates a consumer
+	// with backoff (1s, 2s, 4s…) while the cluster elects.
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var out []job.Record
 	for len(out) < n {
