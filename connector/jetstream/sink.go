@@ -303,7 +303,9 @@ func (s *Sink) Prepare(ctx context.Context, txn job.Txn) error {
 	m := nats.NewMsg(s.stagingSubject(txn))
 	m.Header.Set(sealHeader, "1")
 	m.Data = body
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+	rctx, cancel := request(ctx)
+	defer cancel()
+	if _, err := s.js.PublishMsg(rctx, m); err != nil {
 		return fmt.Errorf("jetstream: prepare %s: seal: %w", txn, err)
 	}
 	s.mu.Lock()
@@ -403,7 +405,9 @@ func (s *Sink) committed(ctx context.Context, txn job.Txn) (bool, error) {
 
 // marker reads chunk's marker of checkpoint id, or nil when there is none.
 func (s *Sink) marker(ctx context.Context, id string, chunk int) (*marker, error) {
-	raw, err := s.out.GetLastMsgForSubject(ctx, s.MarkerSubject(id, chunk))
+	rctx, cancel := request(ctx)
+	defer cancel()
+	raw, err := s.out.GetLastMsgForSubject(rctx, s.MarkerSubject(id, chunk))
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -422,7 +426,9 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 	st := s.staged
 	subj := s.stagingSubject(txn)
 	// The last message of the subject is the seal, if Prepare finished.
-	last, err := st.GetLastMsgForSubject(ctx, subj)
+	rctx, cancel := request(ctx)
+	defer cancel()
+	last, err := st.GetLastMsgForSubject(rctx, subj)
 	if errors.Is(err, natsjs.ErrMsgNotFound) || (err == nil && last.Header.Get(sealHeader) == "") {
 		return nil, nil, fmt.Errorf("%w: %s has no sealed staging", ErrNotPrepared, txn)
 	}
@@ -435,7 +441,7 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 	}
 	msgs := make([]stagedMsg, 0, sl.Records)
 	if sl.Records > 0 {
-		cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+		cons, err := st.OrderedConsumer(rctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{subj}})
 		if err != nil {
 			return nil, nil, fmt.Errorf("jetstream: read staging of %s: %w", txn, err)
 		}
@@ -594,7 +600,9 @@ func (s *Sink) Abort(ctx context.Context, txn job.Txn) error {
 }
 
 func (s *Sink) purge(ctx context.Context, txn job.Txn) error {
-	if err := s.staged.Purge(ctx, natsjs.WithPurgeSubject(s.stagingSubject(txn))); err != nil {
+	rctx, cancel := request(ctx)
+	defer cancel()
+	if err := s.staged.Purge(rctx, natsjs.WithPurgeSubject(s.stagingSubject(txn))); err != nil {
 		return fmt.Errorf("jetstream: purge staging of %s: %w", txn, err)
 	}
 	return nil

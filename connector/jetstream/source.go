@@ -177,7 +177,9 @@ func (s *Source) Seek(ctx context.Context, offsets []byte) error {
 			return fmt.Errorf("%w: partition %d resumes after %d, the stream starts at %d", ErrTruncated, p, last, first)
 		}
 		if s.cfg.StopAtEnd {
-			m, err := st.GetLastMsgForSubject(ctx, PartitionSubject(s.cfg.Stream, p))
+			rctx, cancel := request(ctx)
+			m, err := st.GetLastMsgForSubject(rctx, PartitionSubject(s.cfg.Stream, p))
+			cancel()
 			switch {
 			case errors.Is(err, natsjs.ErrMsgNotFound):
 				s.bound[p] = 0

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,15 @@ var (
 	// committed the same checkpoint id to the output stream.
 	ErrTxnConflict = errors.New("jetstream: checkpoint committed by another transaction")
 )
+
+// requestTimeout bounds one JetStream API request. nats.go waits for a
+// reply until the context's deadline, so a request lost in a leader
+// election would otherwise hold a commit for as long as the caller allows.
+const requestTimeout = 10 * time.Second
+
+func request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
 
 // PartitionSubject returns the subject of partition p of a partitioned
 // stream whose subject prefix is prefix: "<prefix>.<p>".
