@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tidemark-io/tidemark/blobstorage"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
 	"github.com/tidemark-io/tidemark/filestore"
@@ -85,11 +87,17 @@ func checkTotals(t testing.TB, out []job.Record, parts, n int) {
 	}
 }
 
+// jsNode is a server or a cluster: where a node of the job connects.
+type jsNode interface {
+	JetStream(t testing.TB) natsjs.JetStream
+}
+
 // runJob runs the partitionTotals job from JetStream stream "in" to
 // stream "out" on a fresh node (its own connection and an empty disk),
 // checkpointing into bucketDir. die, if set, cancels the run once it has
-// read that many records.
-func runJob(t *testing.T, srv *natstest.Server, bucketDir string, parts int, die uint64) (job.Result, error) {
+// read that many records; onCheckpoint, if set, runs (on the job's
+// goroutine) when the first checkpoint completes.
+func runJob(t *testing.T, srv jsNode, bucketDir string, parts int, die uint64, onCheckpoint func()) (job.Result, error) {
 	t.Helper()
 	js := srv.JetStream(t)
 	bucket, err := filestore.New(bucketDir)
@@ -125,6 +133,9 @@ func runJob(t *testing.T, srv *natstest.Server, bucketDir string, parts int, die
 			// Die only once a checkpoint completed, however slow the
 			// machine: the resume must restore something.
 			if e.Kind == "checkpoint" {
+				if !completed && onCheckpoint != nil {
+					onCheckpoint()
+				}
 				completed = true
 			}
 			if die > 0 && completed && e.Records >= die {
@@ -165,7 +176,7 @@ func jobExactlyOnce(t *testing.T, srv *natstest.Server) {
 	}
 	bucketDir := t.TempDir()
 
-	res, err := runJob(t, srv, bucketDir, parts, 1200)
+	res, err := runJob(t, srv, bucketDir, parts, 1200, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("first node: %v (%+v), want it killed mid-stream (context canceled)", err, res)
 	}
@@ -181,7 +192,7 @@ func jobExactlyOnce(t *testing.T, srv *natstest.Server) {
 	srv.Kill(t)
 	srv.Restart(t)
 
-	res, err = runJob(t, srv, bucketDir, parts, 0)
+	res, err = runJob(t, srv, bucketDir, parts, 0, nil)
 	if err != nil {
 		t.Fatalf("second node: %v", err)
 	}
@@ -194,4 +205,46 @@ func jobExactlyOnce(t *testing.T, srv *natstest.Server) {
 	}
 	checkTotals(t, out, parts, n)
 	t.Logf("output %d records before the kill; the second node restored %s and read %d", len(partial), res.Restored, res.Records)
+}
+
+// TestJobJetStreamClusterNodeKill: the job on a 3-node cluster, input and
+// output with 3 replicas. When the first checkpoint completes the output
+// stream's leader is killed; the job goes on through the election (or
+// fails), and dies at 1200 records. A second node with an empty disk
+// resumes with that NATS node still down and runs to the end: each
+// input's effect once.
+func TestJobJetStreamClusterNodeKill(t *testing.T) {
+	const parts, n = 3, 3000
+	c := natstest.StartCluster(t, 3)
+	js := c.JetStream(t)
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 3); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 3); err != nil {
+		t.Fatal(err)
+	}
+	bucketDir := t.TempDir()
+	killed := false
+	res, err := runJob(t, c, bucketDir, parts, 1200, func() {
+		leaderNode(t, c, js, "out").Kill(t)
+		killed = true
+	})
+	if !killed {
+		t.Fatalf("first node: %v (%+v): it completed no checkpoint, so no NATS node was killed", err, res)
+	}
+	if err == nil {
+		t.Fatalf("first node ran to the end (%+v), want it killed mid-stream", res)
+	}
+	t.Logf("first node: %v after %d records, %d checkpoints", err, res.Records, res.Checkpoints)
+
+	res, err = runJob(t, c, bucketDir, parts, 0, nil)
+	if err != nil {
+		t.Fatalf("second node: %v", err)
+	}
+	out := readOutput(t, c.JetStream(t), "out")
+	if len(out) != n {
+		t.Fatalf("output holds %d records, want %d", len(out), n)
+	}
+	checkTotals(t, out, parts, n)
 }
