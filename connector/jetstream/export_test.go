@@ -22,3 +22,14 @@ func RecordOf(t interface{ Fatal(...any) }, m natsjs.Msg) job.Record {
 	}
 	return r
 }
+
+// StallPartition stops partition p's consumer without the source knowing,
+// as a consumer that silently stopped delivering would.
+func StallPartition(s *Source, p int) {
+	s.mu.Lock()
+	cc := s.consume[p]
+	s.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+	}
+}

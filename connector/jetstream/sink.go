@@ -303,9 +303,12 @@ func (s *Sink) Prepare(ctx context.Context, txn job.Txn) error {
 	m := nats.NewMsg(s.stagingSubject(txn))
 	m.Header.Set(sealHeader, "1")
 	m.Data = body
-	rctx, cancel := request(ctx)
-	defer cancel()
-	if _, err := s.js.PublishMsg(rctx, m); err != nil {
+	// A seal stored twice (a retry after a lost ack) is harmless: the
+	// last message is a seal either way.
+	if err := retry(ctx, func(rctx context.Context) error {
+		_, err := s.js.PublishMsg(rctx, m)
+		return err
+	}); err != nil {
 		return fmt.Errorf("jetstream: prepare %s: seal: %w", txn, err)
 	}
 	s.mu.Lock()
@@ -405,9 +408,12 @@ func (s *Sink) committed(ctx context.Context, txn job.Txn) (bool, error) {
 
 // marker reads chunk's marker of checkpoint id, or nil when there is none.
 func (s *Sink) marker(ctx context.Context, id string, chunk int) (*marker, error) {
-	rctx, cancel := request(ctx)
-	defer cancel()
-	raw, err := s.out.GetLastMsgForSubject(rctx, s.MarkerSubject(id, chunk))
+	var raw *natsjs.RawStreamMsg
+	err := retry(ctx, func(rctx context.Context) error {
+		var err error
+		raw, err = s.out.GetLastMsgForSubject(rctx, s.MarkerSubject(id, chunk))
+		return err
+	})
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -426,9 +432,12 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 	st := s.staged
 	subj := s.stagingSubject(txn)
 	// The last message of the subject is the seal, if Prepare finished.
-	rctx, cancel := request(ctx)
-	defer cancel()
-	last, err := st.GetLastMsgForSubject(rctx, subj)
+	var last *natsjs.RawStreamMsg
+	err := retry(ctx, func(rctx context.Context) error {
+		var err error
+		last, err = st.GetLastMsgForSubject(rctx, subj)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrMsgNotFound) || (err == nil && last.Header.Get(sealHeader) == "") {
 		return nil, nil, fmt.Errorf("%w: %s has no sealed staging", ErrNotPrepared, txn)
 	}
@@ -441,7 +450,12 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 	}
 	msgs := make([]stagedMsg, 0, sl.Records)
 	if sl.Records > 0 {
-		cons, err := st.OrderedConsumer(rctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+		var cons natsjs.Consumer
+		err := retry(ctx, func(rctx context.Context) error {
+			var err error
+			cons, err = st.OrderedConsumer(rctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+			return err
+		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("jetstream: read staging of %s: %w", txn, err)
 		}
@@ -600,9 +614,9 @@ func (s *Sink) Abort(ctx context.Context, txn job.Txn) error {
 }
 
 func (s *Sink) purge(ctx context.Context, txn job.Txn) error {
-	rctx, cancel := request(ctx)
-	defer cancel()
-	if err := s.staged.Purge(rctx, natsjs.WithPurgeSubject(s.stagingSubject(txn))); err != nil {
+	if err := retry(ctx, func(rctx context.Context) error {
+		return s.staged.Purge(rctx, natsjs.WithPurgeSubject(s.stagingSubject(txn)))
+	}); err != nil {
 		return fmt.Errorf("jetstream: purge staging of %s: %w", txn, err)
 	}
 	return nil

@@ -40,6 +40,12 @@ type SourceConfig struct {
 	// alive while it has nothing to send (default 2s); two missed ones
 	// make the client recreate the consumer, as after its node died.
 	Heartbeat time.Duration
+	// StallAfter is how long a partition may deliver nothing while the
+	// stream holds a message after its position before the source
+	// replaces its consumer (default 10s). nats.go's ordered consumer
+	// recovers from most failures itself, but was seen to stall for
+	// minutes after a cluster node's death.
+	StallAfter time.Duration
 	// StopAtEnd makes the source bounded: at Seek it notes each
 	// partition's last sequence, and Next returns io.EOF once every
 	// partition has been read up to it.
@@ -71,9 +77,12 @@ type Source struct {
 	cfg SourceConfig
 
 	seeked bool
-	last   map[int]uint64 // last sequence returned, per partition
-	bound  map[int]uint64 // StopAtEnd: last sequence to read, per partition
-	done   map[int]bool   // StopAtEnd: partition read up to its bound
+	st     natsjs.Stream
+	last   map[int]uint64    // last sequence returned, per partition
+	gen    map[int]int       // generation of each partition's consumer
+	seen   map[int]time.Time // last progress (or proof of none due)
+	bound  map[int]uint64    // StopAtEnd: last sequence to read, per partition
+	done   map[int]bool      // StopAtEnd: partition read up to its bound
 
 	ch      chan delivered
 	stop    chan struct{}
@@ -87,6 +96,7 @@ type Source struct {
 // delivered is one message handed over by a partition's consumer.
 type delivered struct {
 	p   int
+	gen int // the consumer generation that delivered it
 	seq uint64
 	rec job.Record
 }
@@ -124,12 +134,17 @@ func NewSource(js natsjs.JetStream, cfg SourceConfig) (*Source, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 2 * time.Second
 	}
+	if cfg.StallAfter <= 0 {
+		cfg.StallAfter = 10 * time.Second
+	}
 	cfg.Partitions = slices.Clone(cfg.Partitions)
 	slices.Sort(cfg.Partitions)
 	return &Source{
 		js:      js,
 		cfg:     cfg,
 		last:    map[int]uint64{},
+		gen:     map[int]int{},
+		seen:    map[int]time.Time{},
 		bound:   map[int]uint64{},
 		done:    map[int]bool{},
 		ch:      make(chan delivered, cfg.MaxRecords),
@@ -165,21 +180,30 @@ func (s *Source) Seek(ctx context.Context, offsets []byte) error {
 			}
 		}
 	}
-	st, err := s.js.Stream(ctx, s.cfg.Stream)
-	if err != nil {
+	var st natsjs.Stream
+	if err := retry(ctx, func(rctx context.Context) error {
+		var err error
+		st, err = s.js.Stream(rctx, s.cfg.Stream)
+		return err
+	}); err != nil {
 		return fmt.Errorf("jetstream: input stream %s: %w", s.cfg.Stream, err)
 	}
+	s.st = st
 	first := st.CachedInfo().State.FirstSeq
 	for _, p := range s.cfg.Partitions {
+		s.seen[p] = time.Now()
 		// Messages between the checkpoint and the stream's first sequence
 		// are gone; resuming would silently skip some.
 		if last := s.last[p]; last > 0 && first > last+1 {
 			return fmt.Errorf("%w: partition %d resumes after %d, the stream starts at %d", ErrTruncated, p, last, first)
 		}
 		if s.cfg.StopAtEnd {
-			rctx, cancel := request(ctx)
-			m, err := st.GetLastMsgForSubject(rctx, PartitionSubject(s.cfg.Stream, p))
-			cancel()
+			var m *natsjs.RawStreamMsg
+			err := retry(ctx, func(rctx context.Context) error {
+				var err error
+				m, err = st.GetLastMsgForSubject(rctx, PartitionSubject(s.cfg.Stream, p))
+				return err
+			})
 			switch {
 			case errors.Is(err, natsjs.ErrMsgNotFound):
 				s.bound[p] = 0
@@ -210,10 +234,14 @@ func (s *Source) start(ctx context.Context, st natsjs.Stream, p int) error {
 		cfg.DeliverPolicy = natsjs.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = last + 1
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
+	rctx, cancel := request(ctx)
+	cons, err := st.OrderedConsumer(rctx, cfg)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer of partition %d: %w", p, err)
 	}
+	s.gen[p]++
+	gen := s.gen[p]
 	cc, err := cons.Consume(func(m natsjs.Msg) {
 		md, err := m.Metadata()
 		var rec job.Record
@@ -226,7 +254,7 @@ func (s *Source) start(ctx context.Context, st natsjs.Stream, p int) error {
 		}
 		// Blocking here stops this consumer's pulls: the bound on memory.
 		select {
-		case s.ch <- delivered{p: p, seq: md.Sequence.Stream, rec: rec}:
+		case s.ch <- delivered{p: p, gen: gen, seq: md.Sequence.Stream, rec: rec}:
 		case <-s.stop:
 		}
 		// No byte limit on the pull: a message larger than it is never
@@ -281,6 +309,7 @@ func (s *Source) Next(ctx context.Context) ([]job.Record, error) {
 			case err := <-s.errs:
 				return nil, err
 			case <-timer.C:
+				s.unstall(ctx)
 				return out, nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -291,6 +320,9 @@ func (s *Source) Next(ctx context.Context) ([]job.Record, error) {
 			default:
 				return out, nil
 			}
+		}
+		if d.gen != s.gen[d.p] || d.seq <= s.last[d.p] {
+			continue // from a replaced consumer, or already returned
 		}
 		if s.cfg.StopAtEnd && (s.done[d.p] || d.seq > s.bound[d.p]) {
 			continue // past the end noted at Seek
@@ -303,12 +335,41 @@ func (s *Source) Next(ctx context.Context) ([]job.Record, error) {
 		out = append(out, d.rec)
 		size += n
 		s.last[d.p] = d.seq
+		s.seen[d.p] = time.Now()
 		if s.cfg.StopAtEnd && d.seq >= s.bound[d.p] {
 			s.done[d.p] = true
 			s.stopPartition(d.p)
 		}
 	}
 	return out, nil
+}
+
+// unstall replaces the consumer of every partition that delivered nothing
+// for StallAfter although the stream holds a message after its position.
+// It runs when a wait for records timed out, so the buffer is empty and
+// no consumer is blocked on it. The new consumer starts after the last
+// sequence returned; messages of the old one are dropped by generation.
+func (s *Source) unstall(ctx context.Context) {
+	for _, p := range s.cfg.Partitions {
+		if s.done[p] || time.Since(s.seen[p]) < s.cfg.StallAfter {
+			continue
+		}
+		rctx, cancel := request(ctx)
+		_, err := s.st.GetMsg(rctx, s.last[p]+1, natsjs.WithGetMsgSubject(PartitionSubject(s.cfg.Stream, p)))
+		cancel()
+		switch {
+		case errors.Is(err, natsjs.ErrMsgNotFound):
+			s.seen[p] = time.Now() // nothing due: not stalled
+			continue
+		case err != nil:
+			continue // the cluster may be electing: look again later
+		}
+		s.stopPartition(p)
+		if err := s.start(ctx, s.st, p); err != nil {
+			continue // no consumer now: the next timeout tries again
+		}
+		s.seen[p] = time.Now()
+	}
 }
 
 func (s *Source) allDone() bool {

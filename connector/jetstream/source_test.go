@@ -274,3 +274,31 @@ func TestSourceRefusesBadOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceReplacesStalledConsumer: a partition whose consumer stops
+// delivering while the stream holds more is given a new consumer after
+// StallAfter, which resumes after the last record returned: nothing lost
+// or repeated.
+func TestSourceReplacesStalledConsumer(t *testing.T) {
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	want := fillInput(t, js, 2, 200)
+	s := newSource(t, js, tmjs.SourceConfig{
+		Stream: "in", Partitions: []int{0, 1}, MaxRecords: 10, InFlight: 5,
+		Wait: 20 * time.Millisecond, StallAfter: 200 * time.Millisecond, StopAtEnd: true,
+	}, nil)
+	got, err := readUntil(t, s, 30, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmjs.StallPartition(s, 0)
+	tmjs.StallPartition(s, 1)
+	rest, err := readUntil(t, s, 1000, 10)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("after the stall: %d records, then %v; want io.EOF", len(rest), err)
+	}
+	all := byPartition(t, append(got, rest...), 2)
+	for p := range 2 {
+		sameRecords(t, "partition "+strconv.Itoa(p), all[p], want[p])
+	}
+}

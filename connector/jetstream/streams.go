@@ -46,6 +46,48 @@ func request(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, requestTimeout)
 }
 
+// retryBudget is how long retry keeps trying: longer than a leader
+// election, so that a NATS node's death does not fail the job.
+const retryBudget = time.Minute
+
+// retry runs the idempotent request f, each attempt bounded by
+// requestTimeout, again while it fails for a reason that may pass (a
+// timeout, no responders, no leader yet), for up to retryBudget.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	deadline := time.Now().Add(retryBudget)
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := request(ctx)
+		err := f(rctx)
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// transient reports errors of a cluster in transition, worth a retry.
+func transient(err error) bool {
+	var apiErr *natsjs.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case natsjs.JSErrCodeJetStreamNotEnabled, natsjs.JSErrCodeJetStreamNotEnabledForAccount:
+			return false
+		}
+		// 503-like answers: no leader, cluster not available.
+		return apiErr.Code == 503 || apiErr.ErrorCode == 10008 || apiErr.ErrorCode == 10009
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
+
 // PartitionSubject returns the subject of partition p of a partitioned
 // stream whose subject prefix is prefix: "<prefix>.<p>".
 func PartitionSubject(prefix string, p int) string { return prefix + "." + strconv.Itoa(p) }
