@@ -34,6 +34,7 @@ deps:
 	bash scripts/install-minio.sh
 	bash scripts/install-versitygw.sh
 	bash scripts/install-peers.sh
+	bash scripts/install-nats-server.sh
 
 ## lint: gofmt, go vet, staticcheck (unused code and more; pinned by go.mod's
 ## tool directive) and the docker-compose file

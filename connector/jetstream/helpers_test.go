@@ -1,0 +1,100 @@
+package jetstream_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
+	"github.com/tidemark-io/tidemark/integration/natstest"
+	"github.com/tidemark-io/tidemark/job"
+)
+
+// records returns n records with distinct keys and values tagged by tag.
+func records(tag string, from, n int) []job.Record {
+	out := make([]job.Record, n)
+	for i := range out {
+		out[i] = job.Record{Key: fmt.Appendf(nil, "k%d", from+i), Value: fmt.Appendf(nil, "%s-%d", tag, from+i)}
+	}
+	return out
+}
+
+// newSink opens a sink on its own connection, as another node would.
+func newSink(t *testing.T, srv *natstest.Server, cfg tmjs.SinkConfig) *tmjs.Sink {
+	t.Helper()
+	s, err := tmjs.NewSink(t.Context(), srv.JetStream(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func outputStreams(t *testing.T, srv *natstest.Server, name string) {
+	t.Helper()
+	if err := tmjs.CreateOutputStreams(t.Context(), srv.JetStream(t), name, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readOutput returns every record on "<stream>.*" (markers excluded), as a
+// consumer of the output would see them, in stream order. It reads as many
+// as the stream counts on those subjects, so a slow server cannot cut the
+// read short.
+func readOutput(t testing.TB, js natsjs.JetStream, stream string) []job.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, natsjs.WithSubjectFilter(stream+".*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range info.State.Subjects {
+		total += int(n)
+	}
+	out := make([]job.Record, 0, total)
+	if total == 0 {
+		return out
+	}
+	cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{stream + ".*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(out) < total {
+		b, err := cons.Fetch(min(total-len(out), 500), natsjs.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			out = append(out, tmjs.RecordOf(t, m))
+		}
+		if err := b.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of the %d records of %s.*", len(out), total, stream)
+		}
+	}
+	return out
+}
+
+// sameRecords fails unless got is want, in order.
+func sameRecords(t testing.TB, what string, got, want []job.Record) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d records, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) {
+			t.Fatalf("%s: record %d is %q=%q, want %q=%q", what, i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
+		}
+	}
+}
