@@ -56,10 +56,12 @@ func (s *Storage) identity(ctx context.Context) (storeIdentity, error) {
 		if err != nil {
 			return 0, fmt.Errorf("check the store is Tidemark's: %w", err)
 		}
-		n++
 		p, ok := parseKey(o.Key, s.opts.Classify)
 		if !ok {
 			return 0, fmt.Errorf("%w (found %q, which is not a key of Tidemark's layout): point the store URL at a job's own prefix, or at an empty one", ErrForeignStore, o.Key)
+		}
+		if p.kind != kindProbe { // a writer probing an empty prefix, about to mark it
+			n++
 		}
 		switch p.kind {
 		case kindRecord:

@@ -120,6 +120,7 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 		"remote/op/e3-0011223344556677/1a3f-2-000001.sst.ref.5.000008": kindRemote,
 		pinKey(id, "00112233445566778899aabbccddeeff"):                 kindPin,
 		"savepoints/before-upgrade":                                    kindSavepoint,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/object":      kindProbe,
 	}
 	for key, kind := range ours {
 		p, ok := parseKey(key, pebblefile.Immutable)
@@ -147,6 +148,7 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 		"pins/" + id + "/a/b",
 		"savepoints/team/v1.tar",
 		"_latest.bak",
+		"_tidemark_probe/notes.txt",
 		"photos/cat.jpg",
 	}
 	for _, key := range theirs {

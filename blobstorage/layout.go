@@ -23,6 +23,9 @@ const (
 	keyLatestCompleted = "_latest-completed"
 	keyWriter          = "_writer"
 	keyMark            = "_tidemark"
+	// dirProbe is where s3store's Probe (blobstore.Prober) writes for a
+	// moment, before a writer's first write: Tidemark's, though no layout's.
+	dirProbe = "_tidemark_probe/"
 )
 
 func recordKey(id string) string { return dirCheckpoints + id + "/" + recordName }
@@ -189,6 +192,7 @@ const (
 	kindRemote   // remote/<owner>/e<epoch>-<nonce>/<pebble object name>
 	kindPin      // pins/<id>/<nonce>
 	kindSavepoint
+	kindProbe // _tidemark_probe/<hex>/<name>: s3store's probe, left while it runs
 )
 
 // parsedKey is what the layout's grammar says of one key.
@@ -242,6 +246,11 @@ func parseKey(key string, immutable func(string) bool) (parsedKey, bool) {
 			return parsedKey{}, false
 		}
 		return parsedKey{kind: kindPin, id: seg[1]}, true
+	case dirProbe:
+		if len(seg) != 3 || !isHex(seg[1], 32) || (seg[2] != "object" && seg[2] != "missing") {
+			return parsedKey{}, false
+		}
+		return parsedKey{kind: kindProbe}, true
 	case checkpoint.SavepointPrefix:
 		if len(seg) != 2 || checkpoint.ValidateLabel(seg[1]) != nil {
 			return parsedKey{}, false
