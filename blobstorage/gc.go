@@ -221,20 +221,12 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 
 // deleteDecided deletes one object of the plan. A record is deleted only
 // while it still has the ETag it was read with (ErrPreconditionFailed
-// otherwise): by the store itself where it can (blobstore.ConditionalDeleter),
-// else by a Stat just before, which narrows the race to that gap.
+// otherwise): a Stat just before narrows the race to that gap, and the
+// store closes it where it can (blobstore.ConditionalDeleter). The Stat
+// stays even then: MinIO accepts If-Match on DeleteObject and ignores it.
 func (s *Storage) deleteDecided(ctx context.Context, d Deletion) error {
 	if d.etag == "" {
 		return s.bs.Delete(ctx, d.Key)
-	}
-	if c, ok := blobstore.As[blobstore.ConditionalDeleter](s.bs); ok {
-		err := c.DeleteIfMatch(ctx, d.Key, d.etag)
-		if !errors.Is(err, errors.ErrUnsupported) {
-			if errors.Is(err, blobstore.ErrNotFound) {
-				return nil
-			}
-			return err
-		}
 	}
 	info, err := s.bs.Stat(ctx, d.Key)
 	switch {
@@ -244,6 +236,15 @@ func (s *Storage) deleteDecided(ctx context.Context, d Deletion) error {
 		return err
 	case info.ETag != d.etag:
 		return blobstore.ErrPreconditionFailed
+	}
+	if c, ok := blobstore.As[blobstore.ConditionalDeleter](s.bs); ok {
+		err := c.DeleteIfMatch(ctx, d.Key, d.etag)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
 	}
 	return s.bs.Delete(ctx, d.Key)
 }

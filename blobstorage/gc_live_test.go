@@ -256,45 +256,75 @@ func (g *gateStore) GetRange(ctx context.Context, key string, off, n int64) (io.
 // A new writer that takes over after a crash reuses the id of the dead
 // writer's record that no pointer names, replacing that record; GC had
 // read the old one and deleted the new one under the pointer about to
-// name it. The record is deleted only if unchanged since it was read.
+// name it. The record is deleted only if unchanged since it was read: the
+// rewrite lands after GC read the records, or between GC's last Stat and
+// its delete (closed only by the store's If-Match, ConditionalDeleter).
 func TestGCBesideAWriterKeepsARecordRewrittenAfterItWasRead(t *testing.T) {
-	bs := newStepStore(newMem())
-	dead := newWriter(t, bs, Options{Keep: 5})
-	id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
-	saveState(t, dead, id1, checkpoint.StatusCompleted, stateFiles{"a": {"000001.sst": "t1", "MANIFEST": "m1"}})
-	// The dead writer wrote 2's record and crashed before the pointers.
-	spy := newBlobSpy(bs)
-	crashing := New(spy, t.TempDir(), Options{Keep: 5})
-	if _, err := crashing.Acquire(t.Context()); err != nil {
-		t.Fatal(err)
+	for _, when := range []string{"after the listing", "after the last Stat"} {
+		t.Run(when, func(t *testing.T) {
+			bs := newStepStore(newMem())
+			dead := newWriter(t, bs, Options{Keep: 5})
+			id1, id2 := checkpoint.NewID(1), checkpoint.NewID(2)
+			saveState(t, dead, id1, checkpoint.StatusCompleted, stateFiles{"a": {"000001.sst": "t1", "MANIFEST": "m1"}})
+			// A writer wrote 2's record and crashed before the pointers.
+			spy := newBlobSpy(bs)
+			crashing := New(spy, t.TempDir(), Options{Keep: 5})
+			if _, err := crashing.Acquire(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			spy.failIf = func(_, key string) bool { return key == keyLatest }
+			d := record(id2, checkpoint.StatusCompleted)
+			d.StateDirs = writeState(t, crashing, id2, stateFiles{"a": {"000002.sst": "dead", "MANIFEST": "md"}})
+			if err := crashing.Save(t.Context(), d); err == nil {
+				t.Fatal("the crashing Save did not fail")
+			}
+			// The next writer takes over and saves 2 again during GC.
+			next := newWriter(t, bs, Options{Keep: 5})
+			saved := false
+			save := func() {
+				saveState(t, next, id2, checkpoint.StatusCompleted, stateFiles{"a": {"000002.sst": "alive", "MANIFEST": "m2"}})
+				saved = true
+			}
+			view := &statHook{Blobstore: bs}
+			if when == "after the listing" {
+				bs.onList[dirShared] = save
+			} else {
+				view.key, view.after = recordKey(id2), save
+			}
+			rep, err := New(view, "", Options{Keep: 1}).GC(t.Context(), GCOptions{Now: time.Now().Add(2 * time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !saved {
+				t.Fatal("the writer did not save during GC: the test proves nothing")
+			}
+			if got := restoreElsewhere(t, bs, id2); got["a/000002.sst"] != "alive" {
+				t.Fatalf("restored %v after GC (report %+v)", got, rep)
+			}
+			if l, err := New(bs, "", Options{}).LoadLatestCompleted(t.Context()); err != nil || idOf(l) != id2 {
+				t.Fatalf("latest completed %s, %v", idOf(l), err)
+			}
+		})
 	}
-	spy.failIf = func(_, key string) bool { return key == keyLatest }
-	d := record(id2, checkpoint.StatusCompleted)
-	d.StateDirs = writeState(t, crashing, id2, stateFiles{"a": {"000002.sst": "dead", "MANIFEST": "md"}})
-	if err := crashing.Save(t.Context(), d); err == nil {
-		t.Fatal("the crashing Save did not fail")
+}
+
+// statHook runs after once, right after the first Stat of key returns.
+type statHook struct {
+	blobstore.Blobstore
+	key   string
+	after func()
+}
+
+func (h *statHook) Unwrap() blobstore.Blobstore { return h.Blobstore }
+
+func (h *statHook) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	info, err := h.Blobstore.Stat(ctx, key)
+	if key == h.key && h.after != nil {
+		f := h.after
+		h.after = nil
+		f()
 	}
-	// The next writer takes over and saves 2 again, right after GC read
-	// the records.
-	next := newWriter(t, bs, Options{Keep: 5})
-	var saved bool
-	bs.onList[dirShared] = func() {
-		saveState(t, next, id2, checkpoint.StatusCompleted, stateFiles{"a": {"000002.sst": "alive", "MANIFEST": "m2"}})
-		saved = true
-	}
-	rep, err := New(bs, "", Options{Keep: 1}).GC(t.Context(), GCOptions{Now: time.Now().Add(2 * time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !saved {
-		t.Fatal("the writer did not save during GC: the test proves nothing")
-	}
-	if got := restoreElsewhere(t, bs, id2); got["a/000002.sst"] != "alive" {
-		t.Fatalf("restored %v after GC (report %+v)", got, rep)
-	}
-	if l, err := New(bs, "", Options{}).LoadLatestCompleted(t.Context()); err != nil || idOf(l) != id2 {
-		t.Fatalf("latest completed %s, %v", idOf(l), err)
-	}
+	return info, err
 }
 
 // An operator's GC (no Acquire) deletes what retention says, and the
