@@ -401,3 +401,23 @@ func TestGCLeavesLookAlikeKeysAlone(t *testing.T) {
 		}
 	}
 }
+
+// The writer's file cache remembers only what its last record references:
+// a table that left the state and came back (the same file, hard-linked
+// from an older local checkpoint) after an operator's GC deleted it is
+// uploaded again, not referenced where it no longer is.
+func TestAWriterNeverReusesATableAnOperatorsGCDeleted(t *testing.T) {
+	bs := newMem()
+	w := newWriter(t, bs, Options{Keep: 5})
+	id1, id2, id3 := checkpoint.NewID(1), checkpoint.NewID(2), checkpoint.NewID(3)
+	saveState(t, w, id1, checkpoint.StatusCompleted, stateFiles{"a": {"000001.sst": "t1", "MANIFEST": "m1"}})
+	saveState(t, w, id2, checkpoint.StatusCompleted, stateFiles{"a": {"000002.sst": "t2", "MANIFEST": "m2"}})
+	rep := gcBeside(t, bs, 1, false)
+	if !slices.Contains(rep.Dropped, id1) {
+		t.Fatalf("the operator's GC kept %s: the test proves nothing (%+v)", id1, rep)
+	}
+	saveState(t, w, id3, checkpoint.StatusCompleted, stateFiles{"a": {"000001.sst": "link:" + id1, "MANIFEST": "m3"}})
+	if got := restoreElsewhere(t, bs, id3); got["a/000001.sst"] != "t1" {
+		t.Fatalf("restored %v", got)
+	}
+}
