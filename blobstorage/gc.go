@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
 // GCOptions configure one GC run.
@@ -118,7 +119,11 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 	if err != nil {
 		return rep, fmt.Errorf("blobstorage: gc: %w", err)
 	}
-	plan := planGC(inv, now, s.opts)
+	popts := s.opts
+	if simbug.On(simbug.NoGrace) {
+		popts.Grace = 0
+	}
+	plan := planGC(inv, now, popts)
 	rep.Verdicts = plan.verdicts
 	for _, v := range plan.verdicts {
 		if v.Keep {

@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/fsync"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
 // Restore downloads the state directories of checkpoint id into
@@ -160,6 +161,9 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 
 // pin writes pins/<id>/<random> and returns a function deleting it.
 func (s *Storage) pin(ctx context.Context, id string) (func(), error) {
+	if simbug.On(simbug.ForgetPin) {
+		return func() {}, nil
+	}
 	var nonce [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err

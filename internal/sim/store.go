@@ -69,6 +69,11 @@ type Fault struct {
 	Stall time.Duration
 	// StaleBy is how far in the past a List sees the store (0: now).
 	StaleBy time.Duration
+	// Freeze makes a Stall the freeze of the calling process: the call
+	// goes through, successfully, once the process wakes.
+	Freeze bool
+	// Step is the scheduler step that released the call.
+	Step int
 }
 
 // Call describes one store call to the Gate.
@@ -165,8 +170,9 @@ func (s *Store) done(ctx context.Context, ev Event) {
 }
 
 // failure returns the error a faulted call reports and whether it
-// applies.
-func failure(ctx context.Context, f Fault) (applies bool, err error) {
+// applies. A stalled call enters the gate again when it wakes, so that
+// it applies as a step of its own.
+func (s *Store) failure(ctx context.Context, c Call, f Fault) (applies bool, err error) {
 	switch f.Kind {
 	case FailBefore:
 		return false, ErrInjected
@@ -179,9 +185,20 @@ func failure(ctx context.Context, f Fault) (applies bool, err error) {
 	case Stall:
 		t := time.NewTimer(f.Stall)
 		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
+		if f.Freeze {
+			<-t.C
+		} else {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}
+		c.Op = "stalled"
+		if again := s.enter(ctx, c); again.Kind == Crash {
+			return f.Applied && !f.Freeze, ErrCrashed
+		}
+		if f.Freeze {
+			return true, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return f.Applied, fmt.Errorf("%w: %w", ErrTimeout, err)
@@ -200,7 +217,7 @@ func drain(r io.Reader) ([]byte, error) {
 }
 
 // maxBody is the largest body kept in an Event (pointers, records).
-const maxBody = 4 << 10
+const maxBody = 64 << 10
 
 func small(b []byte) []byte {
 	if len(b) > maxBody {
@@ -227,7 +244,7 @@ func (s *Store) put(ctx context.Context, op, key, match string, r io.Reader, con
 		ev.Err = fmt.Errorf("sim: %s %q: %w", op, key, err)
 		return "", ev.Err
 	}
-	applies, ferr := failure(ctx, f)
+	applies, ferr := s.failure(ctx, c, f)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f.Kind == Crash && !applies && int64(len(data)) >= s.MultipartSize {
@@ -321,7 +338,7 @@ func (s *Store) get(ctx context.Context, op, key string, offset, length int64) (
 	if cut {
 		f.Kind = OK
 	}
-	if _, err := failure(ctx, f); err != nil {
+	if _, err := s.failure(ctx, c, f); err != nil {
 		ev.Err = fmt.Errorf("sim: %s %q: %w", op, key, err)
 		return nil, ev.Err
 	}
@@ -369,7 +386,7 @@ func (s *Store) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, err
 	if f.Kind == Cut {
 		f.Kind = OK
 	}
-	if _, err := failure(ctx, f); err != nil {
+	if _, err := s.failure(ctx, c, f); err != nil {
 		ev.Err = fmt.Errorf("sim: stat %q: %w", key, err)
 		return blobstore.ObjectInfo{}, ev.Err
 	}
@@ -413,7 +430,7 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 		if cut {
 			f.Kind = OK
 		}
-		if _, err := failure(ctx, f); err != nil {
+		if _, err := s.failure(ctx, c, f); err != nil {
 			ev.Err = fmt.Errorf("sim: list %q: %w", prefix, err)
 			yield(blobstore.ObjectInfo{}, ev.Err)
 			return
@@ -506,7 +523,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if f.Kind == Cut {
 		f.Kind = OK
 	}
-	applies, ferr := failure(ctx, f)
+	applies, ferr := s.failure(ctx, c, f)
 	if applies {
 		s.mu.Lock()
 		if cur, ok := s.objects[key]; ok {
@@ -534,7 +551,7 @@ func (s *Store) AbortIncompleteUploads(ctx context.Context, prefix string, older
 	if f.Kind == Cut {
 		f.Kind = OK
 	}
-	applies, ferr := failure(ctx, f)
+	applies, ferr := s.failure(ctx, c, f)
 	n := 0
 	if applies {
 		s.mu.Lock()
@@ -577,7 +594,7 @@ func (s *Store) Probe(ctx context.Context) error {
 	if f.Kind == Cut {
 		f.Kind = OK
 	}
-	if _, err := failure(ctx, f); err != nil {
+	if _, err := s.failure(ctx, c, f); err != nil {
 		ev.Err = fmt.Errorf("sim: probe: %w", err)
 	}
 	return ev.Err

@@ -1,0 +1,36 @@
+package dst
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/internal/sim"
+)
+
+// TestSim runs a range of seeds (the smoke set by default; -seeds N for
+// more, -seed S for one), checking every invariant after each.
+func TestSim(t *testing.T) {
+	seeds := []uint64{}
+	switch {
+	case *seedFlag != 0:
+		seeds = append(seeds, *seedFlag)
+	default:
+		n := *seedsFlag
+		if n == 0 {
+			n = 8
+		}
+		for i := range n {
+			seeds = append(seeds, *firstFlag+uint64(i))
+		}
+	}
+	var total sim.Stats
+	for _, seed := range seeds {
+		res := runSeed(t, seed, *traceFlag)
+		total.Add(res.Stats)
+		if *traceFlag {
+			t.Logf("seed %d trace:\n%s", seed, strings.Join(res.Full, "\n"))
+		}
+		report(t, seed, res)
+	}
+	t.Logf("%d runs\n%s", len(seeds), total)
+}

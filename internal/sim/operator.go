@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/checkpoint"
+)
+
+// operator runs beside the job what an operator runs: dry-run and real
+// GC, verify, restores, savepoint create, restore (into a second region)
+// and rm.
+func (w *World) operator(ctx context.Context, p *proc) {
+	defer func() {
+		w.mu.Lock()
+		w.opDone = true
+		w.mu.Unlock()
+	}()
+	rng := rand.New(rand.NewPCG(w.sched.Rand().Uint64(), 3))
+	opts := blobstorage.Options{Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true, Concurrency: 2}
+	st := blobstorage.New(w.job, filepath.Join(p.dir, "ro"), opts)
+	var labels []string
+	for i := 0; i < 60; i++ {
+		t := time.NewTimer(time.Duration(2+rng.IntN(30)) * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		finished := w.finished
+		w.mu.Unlock()
+		if finished && i > 10 {
+			return
+		}
+		switch a := rng.IntN(10); a {
+		case 0, 1:
+			w.sched.Note(p.name, "gc --dry-run")
+			_, _ = st.GC(ctx, blobstorage.GCOptions{DryRun: true})
+		case 2:
+			id, err := st.PointerID(ctx, blobstorage.PointerLatestCompleted)
+			if err == nil && id != "" {
+				w.sched.Note(p.name, "verify %s", id)
+				if err := st.Verify(ctx, id); errors.Is(err, archive.ErrCorrupt) {
+					w.Violation("verify %s: %v", id, err)
+				}
+			}
+		case 3, 4:
+			label := fmt.Sprintf("sp-%d", i)
+			w.sched.Note(p.name, "savepoint create %s", label)
+			if _, err := checkpoint.CreateSavepoint(ctx, st, w.job, label); err == nil {
+				labels = append(labels, label)
+			}
+		case 5:
+			if len(labels) > 0 {
+				w.restoreSavepoint(ctx, p, opts, labels[rng.IntN(len(labels))], i)
+			}
+		case 6:
+			if len(labels) > 0 {
+				j := rng.IntN(len(labels))
+				w.sched.Note(p.name, "savepoint rm %s", labels[j])
+				if checkpoint.DeleteSavepoint(ctx, w.job, labels[j]) == nil {
+					labels = slices.Delete(labels, j, j+1)
+				}
+			}
+		case 7, 8:
+			ids, err := st.IDs(ctx)
+			if err != nil || len(ids) == 0 {
+				continue
+			}
+			id := ids[rng.IntN(len(ids))]
+			w.sched.Note(p.name, "restore %s", id)
+			w.operatorRestore(ctx, st, id)
+		case 9:
+			if rng.IntN(3) == 0 {
+				// tidemark gc --confirm: takes the writer role, fencing the job.
+				w.sched.Note(p.name, "gc --confirm")
+				gc := blobstorage.New(w.job, filepath.Join(p.dir, "gc"), opts)
+				if epoch, err := gc.Acquire(ctx); err == nil {
+					w.checks.writerEpoch(p.name, epoch)
+					_, _ = gc.GC(ctx, blobstorage.GCOptions{})
+				}
+			}
+		}
+	}
+}
+
+// operatorRestore restores id and checks what it got, when it got it.
+func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id string) {
+	cp, err := st.LoadSpecific(ctx, id)
+	if err != nil || !cp.Completed() {
+		return
+	}
+	if err := st.Restore(ctx, id); err != nil {
+		if errors.Is(err, archive.ErrCorrupt) {
+			w.Violation("restore %s: %v", id, err)
+		}
+		return
+	}
+	w.checkRestored(st.StateDir(id), cp, "restore "+id)
+	_ = st.RemoveStateDir(id)
+}
+
+// checkRestored compares a restored state directory with its record.
+func (w *World) checkRestored(dir string, cp *checkpoint.CheckpointData, what string) {
+	var want state
+	if err := json.Unmarshal(cp.Operators["job"], &want); err != nil {
+		w.Violation("%s: state does not decode: %v", what, err)
+		return
+	}
+	got, _, err := readStateDir(dir)
+	if err != nil || got != want {
+		w.Violation("%s: state dir %+v (%v), record %+v", what, got, err, want)
+	}
+}
+
+// restoreSavepoint restores a savepoint into the second region's store
+// and checks the checkpoint it becomes.
+func (w *World) restoreSavepoint(ctx context.Context, p *proc, opts blobstorage.Options, label string, i int) {
+	w.sched.Note(p.name, "savepoint restore %s into region 2", label)
+	dir := filepath.Join(p.dir, fmt.Sprintf("region-%d", i))
+	defer os.RemoveAll(dir)
+	dst := blobstorage.New(w.region, dir, opts)
+	if _, err := dst.Acquire(ctx); err != nil {
+		return
+	}
+	id, err := checkpoint.RestoreSavepoint(ctx, dst, w.job, label)
+	if err != nil {
+		if errors.Is(err, archive.ErrCorrupt) {
+			w.Violation("savepoint %s: %v", label, err)
+		}
+		return
+	}
+	cp, err := dst.LoadLatestCompleted(ctx)
+	if err != nil {
+		return
+	}
+	if cp == nil || cp.ID != id {
+		w.Violation("savepoint %s restored as %s, but region 2's latest completed is %v", label, id, idOf(cp))
+		return
+	}
+	if err := dst.Restore(ctx, id); err != nil {
+		return
+	}
+	w.checkRestored(dst.StateDir(id), cp, "savepoint "+label+" in region 2")
+}
