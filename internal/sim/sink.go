@@ -24,7 +24,7 @@ type Sink struct {
 	world *World
 }
 
-func stagedKey(t Txn) string    { return "staged/" + t.String() }
+func stagedKey(t Txn) string        { return "staged/" + t.String() }
 func committedKey(id string) string { return "committed/" + id }
 
 type batch struct {
