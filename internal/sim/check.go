@@ -92,10 +92,12 @@ func (c *checker) event(ev Event) {
 			c.w.Violation("%s wrote pointer %s that does not decode: %q", ev.Proc, ev.Key, ev.Body)
 			return
 		}
-		if e, fenced := c.fencedLocked(ev.Proc); fenced {
-			c.w.Violation("fenced writer %s (epoch %d) moved %s to %+v", ev.Proc, e, ev.Key, p)
-		}
 		prev := c.last[ev.Key]
+		// A pointer is fenced against epoch e once a greater epoch
+		// claimed it (Acquire claims both right after taking _writer).
+		if e, ok := c.epochs[ev.Proc]; ok && e < prev.Epoch {
+			c.w.Violation("fenced writer %s (epoch %d) moved %s, claimed by epoch %d, to %+v", ev.Proc, e, ev.Key, prev.Epoch, p)
+		}
 		if p.ID < prev.ID {
 			c.w.Violation("pointer %s moved backwards: %q → %q (by %s)", ev.Key, prev.ID, p.ID, ev.Proc)
 		}
@@ -109,7 +111,8 @@ func (c *checker) event(ev Event) {
 	case strings.HasPrefix(ev.Key, pinsDir) && ev.Op != "delete":
 		c.pins[ev.Key] = now
 	case ev.Op == "delete" && strings.HasPrefix(ev.Key, jobPfx+"/") && !strings.HasPrefix(ev.Key, pinsDir):
-		if e, fenced := c.fencedLocked(ev.Proc); fenced {
+		// Savepoints are the operator's, outside the writer role.
+		if e, fenced := c.fencedLocked(ev.Proc); fenced && !strings.HasPrefix(ev.Key, jobPfx+"/savepoints/") {
 			c.w.Violation("fenced writer %s (epoch %d) deleted %s", ev.Proc, e, ev.Key)
 		}
 		c.checkPinsLocked(ev, now)
@@ -167,16 +170,18 @@ func (c *checker) checkRetentionLocked(ev Event) {
 		c.w.Violation("%s deleted %s, the checkpoint _latest-completed names", ev.Proc, id)
 		return
 	}
-	newer := 0
-	for n := range c.named {
-		if n <= id {
+	// Retention keeps the keep newest completed checkpoints up to the
+	// one _latest-completed names.
+	newer, upTo := 0, c.last[keyCompleted].ID
+	for _, k := range c.w.store.Keys(jobPfx + "/checkpoints/") {
+		n, rest, _ := strings.Cut(strings.TrimPrefix(k, jobPfx+"/checkpoints/"), "/")
+		if rest != "checkpoint.json" || n <= id || n > upTo {
 			continue
 		}
-		if body, ok := c.w.store.Object(recordKey(n)); ok {
-			var rec blobstorage.Record
-			if json.Unmarshal(body, &rec) == nil && rec.CheckpointData != nil && rec.Completed() {
-				newer++
-			}
+		body, _ := c.w.store.Object(k)
+		var rec blobstorage.Record
+		if json.Unmarshal(body, &rec) == nil && rec.CheckpointData != nil && rec.Completed() {
+			newer++
 		}
 	}
 	if newer < keep {
