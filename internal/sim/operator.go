@@ -25,7 +25,7 @@ func (w *World) operator(ctx context.Context, p *proc) {
 		w.opDone = true
 		w.mu.Unlock()
 	}()
-	rng := rand.New(rand.NewPCG(w.sched.Rand().Uint64(), 3))
+	rng := rand.New(rand.NewPCG(w.cfg.Seed, 3))
 	opts := blobstorage.Options{Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true, Concurrency: 2}
 	st := blobstorage.New(w.job, filepath.Join(p.dir, "ro"), opts)
 	var labels []string

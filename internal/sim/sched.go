@@ -143,7 +143,11 @@ func (s *Scheduler) Rand() *rand.Rand { return s.rng }
 func (s *Scheduler) Stats() Stats { return s.stats }
 
 // Step returns the number of calls released so far.
-func (s *Scheduler) Step() int { return s.step }
+func (s *Scheduler) Step() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.step
+}
 
 // Enter implements Gate.
 func (s *Scheduler) Enter(ctx context.Context, c Call) Fault {
@@ -196,7 +200,10 @@ func (s *Scheduler) elapsed() string {
 
 // Note adds a line to the trace (the world's own steps).
 func (s *Scheduler) Note(proc, format string, args ...any) {
-	s.line(fmt.Sprintf("%7d %10s %-12s * %s", s.step, s.elapsed(), proc, fmt.Sprintf(format, args...)))
+	s.mu.Lock()
+	step := s.step
+	s.mu.Unlock()
+	s.line(fmt.Sprintf("%7d %10s %-12s * %s", step, s.elapsed(), proc, fmt.Sprintf(format, args...)))
 }
 
 func (s *Scheduler) line(l string) {
@@ -251,7 +258,7 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 	idle := 0
 	for {
 		synctest.Wait()
-		if s.step >= maxSteps {
+		if s.Step() >= maxSteps {
 			s.drain()
 			return
 		}
@@ -282,8 +289,10 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 		}
 		idle = 0
 		f := s.decide(w.call)
+		s.mu.Lock()
 		s.step++
 		f.Step = s.step
+		s.mu.Unlock()
 		s.stats.Calls++
 		s.stats.Ops[w.call.Op]++
 		if f.Kind != OK {
@@ -293,10 +302,15 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 		if f.StaleBy > 0 {
 			desc += fmt.Sprintf(" stale-by=%s", f.StaleBy)
 		}
-		s.line(fmt.Sprintf("%7d %10s %-12s %s %q size=%d [%s]", s.step, s.elapsed(), w.call.Proc, w.call.Op, w.call.Key, w.call.Size, desc))
+		s.line(fmt.Sprintf("%7d %10s %-12s %s %q size=%d [%s]", f.Step, s.elapsed(), w.call.Proc, w.call.Op, w.call.Key, w.call.Size, desc))
+		// A call takes a little time; others may run meanwhile. Drawn
+		// before the release: the released goroutine may wake others
+		// that use the world's randomness. The nanoseconds keep two
+		// timers from firing at the same instant (two goroutines would
+		// then run at once).
+		lat := time.Millisecond + time.Duration(s.rng.Int64N(int64(19*time.Millisecond)))
 		w.ch <- f
-		// A call takes a little time; others may run meanwhile.
-		time.Sleep(time.Duration(1+s.rng.IntN(20)) * time.Millisecond)
+		time.Sleep(lat)
 	}
 }
 

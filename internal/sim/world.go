@@ -83,6 +83,7 @@ type World struct {
 	checks     *checker
 	history    *History
 	restartReq chan string
+	rng        *rand.Rand // the supervisor's
 }
 
 // proc is a simulated process.
@@ -120,7 +121,7 @@ func Run(cfg Config) Result {
 	sinkBS, _ := blobstore.WithPrefix(store, sinkPx)
 	w := &World{
 		cfg: cfg, sched: sched, store: store, job: job, region: NewStore(sched),
-		procs: map[string]*proc{}, restartReq: make(chan string, 64),
+		procs: map[string]*proc{}, restartReq: make(chan string, 64), rng: rand.New(rand.NewPCG(cfg.Seed, 4)),
 		history: NewHistory(jobPfx+"/_latest", jobPfx+"/_latest-completed", jobPfx+"/_writer"),
 	}
 	w.sink = &Sink{bs: sinkBS, world: w}
@@ -228,7 +229,7 @@ func (w *World) startWriter() {
 	w.started++
 	name := fmt.Sprintf("w%d", w.started)
 	w.current = name
-	seed := w.sched.Rand().Uint64()
+	seed := w.rng.Uint64()
 	w.mu.Unlock()
 	w.sched.Note(name, "starts")
 	w.spawn(name, true, func(ctx context.Context, p *proc) {
