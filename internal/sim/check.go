@@ -22,12 +22,21 @@ type checker struct {
 	mu       sync.Mutex
 	epochs   map[string]uint64 // process → the epoch it last wrote to _writer
 	maxEpoch uint64
+	writes   []epochWrite           // every _writer write that applied
 	last     map[string]pointerBody // pointer key → last applied write
 	named    map[string]bool        // ids _latest-completed ever named
 	listedAt map[string]time.Time   // process → as-of time of its last listing of pins/
 	pins     map[string]time.Time   // pin key → when written
+	// stalePins is when a listing of one checkpoint's pins was last
+	// stale: a pin it hid does not protect (see staleSince).
+	stalePins map[string]time.Time
 
 	committedRecords int
+}
+
+type epochWrite struct {
+	epoch uint64
+	step  int
 }
 
 type pointerBody struct {
@@ -37,7 +46,7 @@ type pointerBody struct {
 
 func newChecker(w *World) *checker {
 	return &checker{w: w, epochs: map[string]uint64{}, last: map[string]pointerBody{}, named: map[string]bool{},
-		listedAt: map[string]time.Time{}, pins: map[string]time.Time{}}
+		listedAt: map[string]time.Time{}, pins: map[string]time.Time{}, stalePins: map[string]time.Time{}}
 }
 
 const (
@@ -56,18 +65,34 @@ func (c *checker) writerEpoch(proc string, epoch uint64) {
 	c.epochs[proc] = epoch
 }
 
-func (c *checker) fencedLocked(proc string) (uint64, bool) {
+// fencedLocked reports whether proc was fenced when it issued a call
+// released at step: a greater epoch had taken _writer by then. A call
+// issued before the fence and applied after it (stalled, or frozen with
+// its process) is the window no unconditional delete can close.
+func (c *checker) fencedLocked(proc string, step int) (uint64, bool) {
 	e, ok := c.epochs[proc]
-	return e, ok && e < c.maxEpoch
+	if !ok {
+		return 0, false
+	}
+	for _, w := range c.writes {
+		if w.epoch > e && w.step <= step {
+			return e, true
+		}
+	}
+	return e, false
 }
 
 // event checks one call's outcome.
-func (c *checker) event(ev Event) {
+func (c *checker) event(done int, ev Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	if ev.Op == "list" && strings.HasPrefix(pinsDir, ev.Key) && ev.Err == nil {
 		c.listedAt[ev.Proc] = now.Add(-ev.Fault.StaleBy)
+	}
+	if ev.Op == "list" && strings.HasPrefix(ev.Key, pinsDir) && ev.Fault.StaleBy > 0 {
+		id, _, _ := strings.Cut(strings.TrimPrefix(ev.Key, pinsDir), "/")
+		c.stalePins[id] = now
 	}
 	if !ev.Applied {
 		return
@@ -80,6 +105,7 @@ func (c *checker) event(ev Event) {
 		if err := json.Unmarshal(ev.Body, &wr); err == nil {
 			// Taking a new epoch is what Acquire does, fenced or not.
 			c.epochs[ev.Proc] = wr.Epoch
+			c.writes = append(c.writes, epochWrite{epoch: wr.Epoch, step: done})
 			c.maxEpoch = max(c.maxEpoch, wr.Epoch)
 		}
 	case ev.Key == keyLatest || ev.Key == keyCompleted:
@@ -112,7 +138,7 @@ func (c *checker) event(ev Event) {
 		c.pins[ev.Key] = now
 	case ev.Op == "delete" && strings.HasPrefix(ev.Key, jobPfx+"/") && !strings.HasPrefix(ev.Key, pinsDir):
 		// Savepoints are the operator's, outside the writer role.
-		if e, fenced := c.fencedLocked(ev.Proc); fenced && !strings.HasPrefix(ev.Key, jobPfx+"/savepoints/") {
+		if e, fenced := c.fencedLocked(ev.Proc, ev.Fault.Issued); fenced && !strings.HasPrefix(ev.Key, jobPfx+"/savepoints/") {
 			c.w.Violation("fenced writer %s (epoch %d) deleted %s", ev.Proc, e, ev.Key)
 		}
 		c.checkPinsLocked(ev, now)
@@ -187,6 +213,16 @@ func (c *checker) checkRetentionLocked(ev Event) {
 	if newer < keep {
 		c.w.Violation("%s deleted completed checkpoint %s with only %d newer completed (keep %d)", ev.Proc, id, newer, keep)
 	}
+}
+
+// staleSince reports whether a listing of id's pins was stale since t: a
+// restore whose files GC deleted then may have had its pin hidden from
+// GC by the store, which no protocol on listings can guard against.
+func (c *checker) staleSince(id string, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.stalePins[id]
+	return ok && !at.Before(t)
 }
 
 // final runs the end-of-run checks, faultless: GC past every grace

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -101,8 +102,16 @@ func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id
 	if err != nil || !cp.Completed() {
 		return
 	}
+	start := time.Now()
 	if err := st.Restore(ctx, id); err != nil {
-		if errors.Is(err, archive.ErrCorrupt) {
+		switch {
+		case !errors.Is(err, archive.ErrCorrupt):
+		case errors.Is(err, blobstore.ErrNotFound) && w.checks.staleSince(id, start):
+			w.sched.Note("check", "restore %s lost files to a GC that a stale listing hid its pin from", id)
+		case errors.Is(err, blobstore.ErrNotFound):
+			// It read the record after pinning: the pin did not hold.
+			w.Violation("pin did not hold: restore %s: %v", id, err)
+		default:
 			w.Violation("restore %s: %v", id, err)
 		}
 		return

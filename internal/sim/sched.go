@@ -39,8 +39,9 @@ var DefaultRates = Rates{
 
 // waiter is a call blocked in the gate.
 type waiter struct {
-	call Call
-	ch   chan Fault
+	call   Call
+	ch     chan Fault
+	issued int // the step when the call arrived
 }
 
 // Stats count what the scheduler let through.
@@ -157,7 +158,7 @@ func (s *Scheduler) Enter(ctx context.Context, c Call) Fault {
 		s.mu.Unlock()
 		return Fault{Kind: Crash}
 	}
-	w := &waiter{call: c, ch: make(chan Fault, 1)}
+	w := &waiter{call: c, ch: make(chan Fault, 1), issued: s.step}
 	s.pending = append(s.pending, w)
 	s.mu.Unlock()
 	select {
@@ -291,7 +292,7 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 		f := s.decide(w.call)
 		s.mu.Lock()
 		s.step++
-		f.Step = s.step
+		f.Step, f.Issued = s.step, w.issued
 		s.mu.Unlock()
 		s.stats.Calls++
 		s.stats.Ops[w.call.Op]++

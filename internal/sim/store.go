@@ -72,8 +72,9 @@ type Fault struct {
 	// Freeze makes a Stall the freeze of the calling process: the call
 	// goes through, successfully, once the process wakes.
 	Freeze bool
-	// Step is the scheduler step that released the call.
-	Step int
+	// Step is the scheduler step that released the call; Issued, the
+	// last step released before the caller made it.
+	Step, Issued int
 }
 
 // Call describes one store call to the Gate.

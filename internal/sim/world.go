@@ -128,7 +128,7 @@ func Run(cfg Config) Result {
 	w.checks = newChecker(w)
 	sched.OnEvent = func(step int, ev Event) {
 		w.history.Add(step, ev)
-		w.checks.event(ev)
+		w.checks.event(step, ev)
 	}
 	sched.OnCrash = func(name string) { w.kill(name) }
 	sched.OnFreeze = func(name string, d time.Duration) {
