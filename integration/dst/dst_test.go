@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/internal/sim"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
 var (
@@ -20,6 +21,7 @@ var (
 	seedsFlag = flag.Int("seeds", 0, "how many seeds TestSim runs (0: the smoke set)")
 	firstFlag = flag.Uint64("first-seed", 1, "the first seed of TestSim's range")
 	traceFlag = flag.Bool("simtrace", false, "print the whole trace of each run")
+	bugFlag   = flag.String("bug", "", "switch on a deliberate bug (internal/simbug) for TestSim")
 )
 
 // runSeed runs one seed in its own bubble and returns what it found.
@@ -40,6 +42,13 @@ func runSeed(t *testing.T, seed uint64, keepTrace bool) sim.Result {
 	return res
 }
 
+func bugArg() string {
+	if simbug.Active == "" {
+		return ""
+	}
+	return " -bug=" + string(simbug.Active)
+}
+
 // report fails t with the replay command and the trace around the failure.
 func report(t *testing.T, seed uint64, res sim.Result) {
 	t.Helper()
@@ -50,6 +59,6 @@ func report(t *testing.T, seed uint64, res sim.Result) {
 	if len(tail) > 80 {
 		tail = tail[len(tail)-80:]
 	}
-	t.Errorf("seed %d broke %d invariant(s):\n  %s\n\nreplay: go test ./integration/dst -run 'TestSim$' -seed=%d -v\n\nlast steps of the trace:\n%s",
-		seed, len(res.Violations), strings.Join(res.Violations, "\n  "), seed, strings.Join(tail, "\n"))
+	t.Errorf("seed %d broke %d invariant(s):\n  %s\n\nreplay: go test ./integration/dst -run 'TestSim$' -seed=%d%s -v\n\nlast steps of the trace:\n%s",
+		seed, len(res.Violations), strings.Join(res.Violations, "\n  "), seed, bugArg(), strings.Join(tail, "\n"))
 }

@@ -1,10 +1,12 @@
 package dst
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tidemark-io/tidemark/internal/sim"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
 // TestSim runs a range of seeds (the smoke set by default; -seeds N for
@@ -22,6 +24,13 @@ func TestSim(t *testing.T) {
 		for i := range n {
 			seeds = append(seeds, *firstFlag+uint64(i))
 		}
+	}
+	if *bugFlag != "" {
+		simbug.Active = simbug.Bug(*bugFlag)
+		if !slices.Contains(simbug.All, simbug.Active) {
+			t.Fatalf("-bug=%s: no such deliberate bug (%v)", *bugFlag, simbug.All)
+		}
+		defer func() { simbug.Active = "" }()
 	}
 	var total sim.Stats
 	for _, seed := range seeds {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tidemark-io/tidemark/archive"
@@ -20,31 +21,49 @@ import (
 // operator runs beside the job what an operator runs: dry-run and real
 // GC, verify, restores, savepoint create, restore (into a second region)
 // and rm.
-func (w *World) operator(ctx context.Context, p *proc) {
+//
+// A crash ends one operator process (one command); the next starts after
+// a while, as an operator would run the next command.
+func (w *World) operator(ctx context.Context, p *proc, n int) {
+	finished := true
 	defer func() {
 		w.mu.Lock()
-		w.opDone = true
+		stopping := w.stopping
+		if finished || n >= 8 {
+			w.opDone = true
+		}
 		w.mu.Unlock()
+		if !finished && !stopping && n < 8 {
+			t := time.NewTimer(2 * time.Second)
+			defer t.Stop()
+			<-t.C
+			w.spawn(fmt.Sprintf("op%d", n+1), false, func(ctx context.Context, p *proc) { w.operator(ctx, p, n+1) })
+		}
 	}()
-	rng := rand.New(rand.NewPCG(w.cfg.Seed, 3))
+	rng := rand.New(rand.NewPCG(w.cfg.Seed, 3+uint64(n)))
 	opts := blobstorage.Options{Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true, Concurrency: 2}
 	st := blobstorage.New(w.job, filepath.Join(p.dir, "ro"), opts)
 	var labels []string
 	for i := 0; i < 60; i++ {
-		t := time.NewTimer(time.Duration(2+rng.IntN(30)) * time.Second)
+		t := time.NewTimer(time.Duration(200+rng.IntN(4000)) * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			finished = false
 			return
 		case <-t.C:
 		}
 		w.mu.Lock()
-		finished := w.finished
+		jobDone := w.finished
 		w.mu.Unlock()
-		if finished && i > 10 {
+		if jobDone && i > 10 {
 			return
 		}
-		switch a := rng.IntN(10); a {
+		if ctx.Err() != nil {
+			finished = false
+			return
+		}
+		switch a := rng.IntN(14); a {
 		case 0, 1:
 			w.sched.Note(p.name, "gc --dry-run")
 			_, _ = st.GC(ctx, blobstorage.GCOptions{DryRun: true})
@@ -74,36 +93,63 @@ func (w *World) operator(ctx context.Context, p *proc) {
 					labels = slices.Delete(labels, j, j+1)
 				}
 			}
-		case 7, 8:
+		case 7, 8, 11, 12, 13:
 			ids, err := st.IDs(ctx)
 			if err != nil || len(ids) == 0 {
 				continue
 			}
-			id := ids[rng.IntN(len(ids))]
+			// Mostly the oldest: the one retention drops next, so that
+			// restores race GC.
+			id := ids[0]
+			if rng.IntN(3) == 0 {
+				id = ids[rng.IntN(len(ids))]
+			}
 			w.sched.Note(p.name, "restore %s", id)
 			w.operatorRestore(ctx, st, id)
-		case 9:
-			if rng.IntN(3) == 0 {
-				// tidemark gc --confirm: takes the writer role, fencing the job.
-				w.sched.Note(p.name, "gc --confirm")
-				gc := blobstorage.New(w.job, filepath.Join(p.dir, "gc"), opts)
-				if epoch, err := gc.Acquire(ctx); err == nil {
-					w.checks.writerEpoch(p.name, epoch)
-					_, _ = gc.GC(ctx, blobstorage.GCOptions{})
-				}
+		case 9, 10:
+			// tidemark gc --confirm (it takes the writer role, fencing
+			// the job) while a restore of the oldest checkpoint, the
+			// one GC drops first, runs in another terminal.
+			ids, err := st.IDs(ctx)
+			if err != nil {
+				continue
 			}
+			w.sched.Note(p.name, "gc --confirm")
+			gc := blobstorage.New(w.job, filepath.Join(p.dir, "gc"), opts)
+			epoch, err := gc.Acquire(ctx)
+			if err != nil {
+				continue
+			}
+			w.checks.writerEpoch(p.name, epoch)
+			delay := 50*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond)))
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				// Some time into the GC (it lists, then deletes).
+				time.Sleep(delay)
+				w.sched.Note(p.name, "restore the oldest completed beside gc --confirm")
+				for _, id := range ids {
+					if w.operatorRestore(ctx, st, id) {
+						return
+					}
+				}
+			})
+			_, _ = gc.GC(ctx, blobstorage.GCOptions{})
+			wg.Wait()
 		}
 	}
 }
 
-// operatorRestore restores id and checks what it got, when it got it.
-func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id string) {
+// operatorRestore restores id and checks what it got, when it got it. It
+// reports whether id was a completed checkpoint it tried to restore.
+func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id string) bool {
 	cp, err := st.LoadSpecific(ctx, id)
 	if err != nil || !cp.Completed() {
-		return
+		return false
 	}
+	w.sched.Note(ProcName(ctx), "restoring %s", id)
 	start := time.Now()
 	if err := st.Restore(ctx, id); err != nil {
+		w.sched.Note(ProcName(ctx), "restore %s failed: %v", id, err)
 		switch {
 		case !errors.Is(err, archive.ErrCorrupt):
 		case errors.Is(err, blobstore.ErrNotFound) && w.checks.staleSince(id, start):
@@ -114,10 +160,11 @@ func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id
 		default:
 			w.Violation("restore %s: %v", id, err)
 		}
-		return
+		return true
 	}
 	w.checkRestored(st.StateDir(id), cp, "restore "+id)
 	_ = st.RemoveStateDir(id)
+	return true
 }
 
 // checkRestored compares a restored state directory with its record.

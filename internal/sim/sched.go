@@ -46,6 +46,7 @@ type waiter struct {
 
 // Stats count what the scheduler let through.
 type Stats struct {
+	Steps  int            // scheduling steps: store calls, their resumptions after a stall, Coordinator hooks
 	Calls  int            // store calls released
 	Ops    map[string]int // by operation
 	Faults map[string]int // by fault kind (and crash, freeze, hook-halt, hook-fail)
@@ -53,6 +54,7 @@ type Stats struct {
 
 func (s *Stats) add(o Stats) {
 	s.Calls += o.Calls
+	s.Steps += o.Steps
 	if s.Ops == nil {
 		s.Ops, s.Faults = map[string]int{}, map[string]int{}
 	}
@@ -70,7 +72,7 @@ func (s *Stats) Add(o Stats) { s.add(o) }
 // String prints the counts sorted by name.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "calls %d\n", s.Calls)
+	fmt.Fprintf(&b, "store calls %d (scheduling steps %d)\n", s.Calls, s.Steps)
 	for _, m := range []struct {
 		name string
 		m    map[string]int
@@ -114,6 +116,9 @@ type Scheduler struct {
 	OnEvent func(step int, ev Event)
 	// Faulty reports whether proc may be faulted, crashed or frozen.
 	Faulty func(proc string) bool
+	// Freezes reports whether proc may freeze (the writers: a zombie is
+	// a writer that wakes after its replacement started).
+	Freezes func(proc string) bool
 
 	trace  []string // the last traceKeep lines
 	hash   uint64   // of every line
@@ -294,7 +299,10 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 		s.step++
 		f.Step, f.Issued = s.step, w.issued
 		s.mu.Unlock()
-		s.stats.Calls++
+		s.stats.Steps++
+		if !strings.HasPrefix(w.call.Op, "hook:") && w.call.Op != "stalled" {
+			s.stats.Calls++
+		}
 		s.stats.Ops[w.call.Op]++
 		if f.Kind != OK {
 			s.stats.Faults[f.Kind.String()]++
@@ -418,7 +426,7 @@ func (s *Scheduler) decide(c Call) Fault {
 		return Fault{Kind: Crash, Applied: s.rng.IntN(2) == 0 && c.Size < 1<<10}
 	}
 	x -= r.Crash
-	if x < r.Freeze {
+	if x < r.Freeze && (s.Freezes == nil || s.Freezes(c.Proc)) {
 		d := time.Duration(10+s.rng.IntN(300)) * time.Second
 		s.mu.Lock()
 		s.frozen[c.Proc] = time.Now().Add(d)

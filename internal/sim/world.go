@@ -79,6 +79,7 @@ type World struct {
 	started    int
 	finished   bool // a writer processed every record
 	opDone     bool
+	stopping   bool // the faulted phase is over: nothing restarts
 	wg         sync.WaitGroup
 	checks     *checker
 	history    *History
@@ -106,7 +107,7 @@ func (w *World) Violation(format string, args ...any) {
 // Run runs one simulation; call it inside a synctest bubble.
 func Run(cfg Config) Result {
 	if cfg.Records == 0 {
-		cfg.Records = 40
+		cfg.Records = 60
 	}
 	if cfg.MaxSteps == 0 {
 		cfg.MaxSteps = 3000
@@ -142,11 +143,12 @@ func Run(cfg Config) Result {
 		}
 	}
 	sched.Faulty = func(name string) bool { return !strings.HasPrefix(name, "final") && name != "check" }
+	sched.Freezes = func(name string) bool { return strings.HasPrefix(name, "w") }
 
 	// Phase 1: writers, zombies and the operator, with faults.
 	w.startWriter()
 	if cfg.Operator {
-		w.spawn("op", false, func(ctx context.Context, p *proc) { w.operator(ctx, p) })
+		w.spawn("op1", false, func(ctx context.Context, p *proc) { w.operator(ctx, p, 1) })
 	}
 	w.spawn("super", false, func(ctx context.Context, p *proc) { w.supervisor(ctx) })
 	sched.Run(cfg.MaxSteps, func() bool {
@@ -156,6 +158,7 @@ func Run(cfg Config) Result {
 	})
 	// Stop everything that still runs: zombies, the operator.
 	w.mu.Lock()
+	w.stopping = true
 	for _, p := range w.procs {
 		p.cancel()
 	}
@@ -426,7 +429,7 @@ func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, 
 		if id, err = checkpoint.NextID(id); err != nil {
 			return err
 		}
-		if rng.IntN(4) == 0 {
+		if rng.IntN(6) == 0 {
 			if _, err := st.GC(ctx, blobstorage.GCOptions{}); err != nil {
 				if errors.Is(err, checkpoint.ErrFenced) {
 					return err
@@ -459,16 +462,21 @@ func writeStateDir(dir, prevDir string, ssts []string, id string, from int, st s
 	if err := os.MkdirAll(owner, 0o755); err != nil {
 		return nil, err
 	}
+	seq, err := checkpoint.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
 	var files []string
+	if seq%4 == 0 {
+		// A compaction: one new file replaces all the earlier ones, which
+		// no later checkpoint references (GC's shared-file rules).
+		from, ssts = 0, nil
+	}
 	for _, f := range ssts {
 		if err := os.Link(filepath.Join(prevDir, "job", f), filepath.Join(owner, f)); err != nil {
 			return nil, err
 		}
 		files = append(files, f)
-	}
-	seq, err := checkpoint.ParseID(id)
-	if err != nil {
-		return nil, err
 	}
 	name := fmt.Sprintf("%06d.sst", seq)
 	body := encode(map[string]int{"from": from, "to": st.Next})
