@@ -27,12 +27,18 @@ var (
 // runSeed runs one seed in its own bubble and returns what it found.
 func runSeed(t *testing.T, seed uint64, keepTrace bool) sim.Result {
 	t.Helper()
+	return runSeedWith(t, seed, false, keepTrace)
+}
+
+// runSeedWith runs one seed, its writers on job.Run if runtime.
+func runSeedWith(t *testing.T, seed uint64, runtime, keepTrace bool) sim.Result {
+	t.Helper()
 	var res sim.Result
 	dir := t.TempDir()
 	// Pin nonces come from crypto/rand: seed it too.
 	cryptotest.SetGlobalRandom(t, seed)
 	synctest.Test(t, func(t *testing.T) {
-		res = sim.Run(sim.Config{Seed: seed, Rates: sim.DefaultRates, Operator: true, Dir: dir, KeepTrace: keepTrace})
+		res = sim.Run(sim.Config{Seed: seed, Rates: sim.DefaultRates, Operator: true, Dir: dir, KeepTrace: keepTrace, Runtime: runtime})
 	})
 	if ok, checked := res.History.Check(20 * time.Second); !ok {
 		res.Violations = append(res.Violations, fmt.Sprintf("the history of pointer reads and writes (%d calls) is not linearizable", res.History.Len()))
@@ -40,6 +46,13 @@ func runSeed(t *testing.T, seed uint64, keepTrace bool) sim.Result {
 		t.Logf("seed %d: the linearizability check timed out (%d calls): not decided", seed, res.History.Len())
 	}
 	return res
+}
+
+func testName(res sim.Result) string {
+	if res.Runtime {
+		return "TestSimRuntime"
+	}
+	return "TestSim"
 }
 
 func bugArg() string {
@@ -59,6 +72,6 @@ func report(t *testing.T, seed uint64, res sim.Result) {
 	if len(tail) > 80 {
 		tail = tail[len(tail)-80:]
 	}
-	t.Errorf("seed %d broke %d invariant(s):\n  %s\n\nreplay: go test ./integration/dst -run 'TestSim$' -seed=%d%s -v\n\nlast steps of the trace:\n%s",
-		seed, len(res.Violations), strings.Join(res.Violations, "\n  "), seed, bugArg(), strings.Join(tail, "\n"))
+	t.Errorf("seed %d broke %d invariant(s):\n  %s\n\nreplay: go test ./integration/dst -run '%s$' -seed=%d%s -v\n\nlast steps of the trace:\n%s",
+		seed, len(res.Violations), strings.Join(res.Violations, "\n  "), testName(res), seed, bugArg(), strings.Join(tail, "\n"))
 }

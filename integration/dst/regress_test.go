@@ -9,25 +9,31 @@ import (
 )
 
 // regressionSeeds reads testdata/regressions.txt: seeds that once failed.
-func regressionSeeds(t *testing.T) []uint64 {
+type regression struct {
+	seed    uint64
+	runtime bool
+}
+
+func regressionSeeds(t *testing.T) []regression {
 	t.Helper()
 	f, err := os.Open("testdata/regressions.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var seeds []uint64
+	var seeds []regression
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		n, err := strconv.ParseUint(strings.Fields(line)[0], 10, 64)
+		f := strings.Fields(line)
+		n, err := strconv.ParseUint(f[0], 10, 64)
 		if err != nil {
 			t.Fatalf("testdata/regressions.txt: %q: %v", line, err)
 		}
-		seeds = append(seeds, n)
+		seeds = append(seeds, regression{seed: n, runtime: len(f) > 1 && f[1] == "runtime"})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -40,7 +46,7 @@ func regressionSeeds(t *testing.T) []uint64 {
 
 // TestRegressions replays every seed that ever broke an invariant.
 func TestRegressions(t *testing.T) {
-	for _, seed := range regressionSeeds(t) {
-		report(t, seed, runSeed(t, seed, false))
+	for _, r := range regressionSeeds(t) {
+		report(t, r.seed, runSeedWith(t, r.seed, r.runtime, false))
 	}
 }

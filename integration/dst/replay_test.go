@@ -8,9 +8,13 @@ import (
 // line: a seed is a replay, bit for bit, or a failure found by the
 // simulation could not be debugged.
 func TestReplay(t *testing.T) {
-	for _, seed := range []uint64{3, 11} {
-		a := runSeed(t, seed, true)
-		b := runSeed(t, seed, true)
+	for _, tc := range []struct {
+		seed    uint64
+		runtime bool
+	}{{3, false}, {11, false}} {
+		seed := tc.seed
+		a := runSeedWith(t, seed, tc.runtime, true)
+		b := runSeedWith(t, seed, tc.runtime, true)
 		if len(a.Full) == 0 {
 			t.Fatalf("seed %d: empty trace", seed)
 		}
@@ -22,6 +26,6 @@ func TestReplay(t *testing.T) {
 		if len(a.Full) != len(b.Full) || a.Hash != b.Hash {
 			t.Fatalf("seed %d: traces of %d and %d lines (hashes %x, %x)", seed, len(a.Full), len(b.Full), a.Hash, b.Hash)
 		}
-		t.Logf("seed %d: %d lines, %d store calls, identical twice (hash %x)", seed, len(a.Full), a.Stats.Calls, a.Hash)
+		t.Logf("seed %d (runtime %v): %d lines, %d store calls, identical twice (hash %x)", seed, tc.runtime, len(a.Full), a.Stats.Calls, a.Hash)
 	}
 }

@@ -43,3 +43,30 @@ func TestSim(t *testing.T) {
 	}
 	t.Logf("%d runs\n%s", len(seeds), total)
 }
+
+// TestSimRuntime runs seeds with every writer on job.Run, the runtime
+// (Pebble state, the BlobSink), instead of the Coordinator by hand.
+func TestSimRuntime(t *testing.T) {
+	n := *seedsFlag
+	if n == 0 {
+		n = 3
+	}
+	seeds := []uint64{}
+	if *seedFlag != 0 {
+		seeds = append(seeds, *seedFlag)
+	} else {
+		for i := range n {
+			seeds = append(seeds, *firstFlag+uint64(i))
+		}
+	}
+	var total sim.Stats
+	for _, seed := range seeds {
+		res := runSeedWith(t, seed, true, *traceFlag)
+		total.Add(res.Stats)
+		if *traceFlag {
+			t.Logf("seed %d trace:\n%s", seed, strings.Join(res.Full, "\n"))
+		}
+		report(t, seed, res)
+	}
+	t.Logf("%d runs\n%s", len(seeds), total)
+}

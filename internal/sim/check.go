@@ -292,6 +292,10 @@ func (c *checker) final(ctx context.Context) {
 		w.Violation("%d incomplete uploads left after the final GC", n)
 	}
 
+	if w.cfg.Runtime {
+		c.jobExactlyOnce(ctx)
+		return
+	}
 	c.exactlyOnce()
 }
 
@@ -307,15 +311,7 @@ func (c *checker) restorable(ctx context.Context, chk *blobstorage.Storage, id s
 		w.Violation("checkpoint %s, once named by _latest-completed and still kept, does not restore: %v", id, err)
 		return
 	}
-	var want state
-	if err := json.Unmarshal(cp.Operators["job"], &want); err != nil {
-		w.Violation("checkpoint %s: state does not decode: %v", id, err)
-		return
-	}
-	got, _, err := readStateDir(chk.StateDir(id))
-	if err != nil || got != want {
-		w.Violation("checkpoint %s restored to %+v (%v), its record says %+v", id, got, err, want)
-	}
+	w.checkRestored(chk.StateDir(id), cp, "checkpoint "+id)
 	_ = os.RemoveAll(chk.StateDir(id))
 }
 

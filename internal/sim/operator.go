@@ -169,6 +169,10 @@ func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id
 
 // checkRestored compares a restored state directory with its record.
 func (w *World) checkRestored(dir string, cp *checkpoint.CheckpointData, what string) {
+	if w.cfg.Runtime {
+		w.checkJobState(dir, cp, what)
+		return
+	}
 	var want state
 	if err := json.Unmarshal(cp.Operators["job"], &want); err != nil {
 		w.Violation("%s: state does not decode: %v", what, err)

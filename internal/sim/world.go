@@ -37,10 +37,14 @@ type Config struct {
 	Dir string
 	// KeepTrace keeps the whole trace (for the determinism check).
 	KeepTrace bool
+	// Runtime makes every writer run job.Run (the runtime, Pebble state,
+	// the BlobSink) instead of the Coordinator driven by hand.
+	Runtime bool
 }
 
 // Result is what a run did and found.
 type Result struct {
+	Runtime    bool // the writers ran job.Run
 	Violations []string
 	Trace      []string // the last lines
 	Full       []string // every line, with KeepTrace
@@ -69,6 +73,8 @@ type World struct {
 	store *Store
 	job   blobstore.Blobstore // the job's prefix
 	sink  *Sink
+	// sinkBS is the sink's part of the store.
+	sinkBS blobstore.Blobstore
 	// region is a second store a savepoint is restored into.
 	region *Store
 
@@ -125,7 +131,7 @@ func Run(cfg Config) Result {
 		procs: map[string]*proc{}, restartReq: make(chan string, 64), rng: rand.New(rand.NewPCG(cfg.Seed, 4)),
 		history: NewHistory(jobPfx+"/_latest", jobPfx+"/_latest-completed", jobPfx+"/_writer"),
 	}
-	w.sink = &Sink{bs: sinkBS, world: w}
+	w.sink, w.sinkBS = &Sink{bs: sinkBS, world: w}, sinkBS
 	w.checks = newChecker(w)
 	sched.OnEvent = func(step int, ev Event) {
 		w.history.Add(step, ev)
@@ -184,7 +190,7 @@ func Run(cfg Config) Result {
 	})
 	<-done
 
-	res := Result{Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
+	res := Result{Runtime: cfg.Runtime, Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
 	res.Trace = sched.Trace()
 	res.Full = sched.Full
 	res.Hash, res.Lines = sched.Fingerprint()
@@ -312,7 +318,16 @@ func (w *World) writer(ctx context.Context, p *proc, rng *rand.Rand) error {
 		Concurrency: 3, Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true,
 	})
 	for attempt := 1; ; attempt++ {
-		err := w.pipeline(ctx, p, st, rng)
+		var err error
+		if w.cfg.Runtime {
+			if err = w.runJob(ctx, p, st); err == nil {
+				w.mu.Lock()
+				w.finished = true
+				w.mu.Unlock()
+			}
+		} else {
+			err = w.pipeline(ctx, p, st, rng)
+		}
 		if err == nil || ctx.Err() != nil || errors.Is(err, checkpoint.ErrFenced) || attempt >= 50 {
 			return err
 		}
