@@ -1,6 +1,7 @@
 package dst
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,7 @@ func TestSim(t *testing.T) {
 		report(t, seed, res)
 	}
 	t.Logf("%d runs\n%s", len(seeds), total)
+	fmt.Printf("DST-TOTAL runs=%d %s\n", len(seeds), total.Line())
 }
 
 // TestSimRuntime runs seeds with every writer on job.Run, the runtime
@@ -69,4 +71,5 @@ func TestSimRuntime(t *testing.T) {
 		report(t, seed, res)
 	}
 	t.Logf("%d runs\n%s", len(seeds), total)
+	fmt.Printf("DST-TOTAL runs=%d %s\n", len(seeds), total.Line())
 }

@@ -69,6 +69,22 @@ func (s *Stats) add(o Stats) {
 // Add adds o's counts to s.
 func (s *Stats) Add(o Stats) { s.add(o) }
 
+// Line prints the counts on one line of name=value fields (make dst sums
+// them across processes).
+func (s Stats) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "calls=%d steps=%d", s.Calls, s.Steps)
+	keys := make([]string, 0, len(s.Faults))
+	for k := range s.Faults {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " fault:%s=%d", k, s.Faults[k])
+	}
+	return b.String()
+}
+
 // String prints the counts sorted by name.
 func (s Stats) String() string {
 	var b strings.Builder
@@ -413,6 +429,7 @@ func (s *Scheduler) decide(c Call) Fault {
 			s.crash(c.Proc)
 			return Fault{Kind: Crash}
 		case x < r.HookHalt+r.HookFail:
+			s.stats.Faults["hook-fail"]++
 			return Fault{Kind: FailBefore}
 		}
 		return Fault{}
