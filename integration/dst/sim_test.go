@@ -51,7 +51,7 @@ func TestSim(t *testing.T) {
 func TestSimRuntime(t *testing.T) {
 	n := *seedsFlag
 	if n == 0 {
-		n = 3
+		n = 2
 	}
 	seeds := []uint64{}
 	if *seedFlag != 0 {

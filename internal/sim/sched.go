@@ -115,15 +115,14 @@ type Scheduler struct {
 	rates Rates
 	start time.Time
 
-	mu        sync.Mutex
-	pending   []*waiter
-	dead      map[string]bool
-	frozen    map[string]time.Time // proc → thaw time
-	faultless map[string]bool      // procs never faulted (the final phase)
-	draining  bool
-	arrival   chan struct{}
-	step      int
-	stats     Stats
+	mu       sync.Mutex
+	pending  []*waiter
+	dead     map[string]bool
+	frozen   map[string]time.Time // proc → thaw time
+	draining bool
+	arrival  chan struct{}
+	step     int
+	stats    Stats
 
 	// OnCrash and OnFreeze tell the world of a decision (set before Run).
 	OnCrash  func(proc string)
@@ -136,12 +135,11 @@ type Scheduler struct {
 	// a writer that wakes after its replacement started).
 	Freezes func(proc string) bool
 
-	trace  []string // the last traceKeep lines
-	hash   uint64   // of every line
-	lines  int
-	Full   []string // every line, when KeepTrace
-	Keep   bool
-	maxLen int
+	trace []string // the last traceKeep lines
+	hash  uint64   // of every line
+	lines int
+	Full  []string // every line, when KeepTrace
+	Keep  bool
 }
 
 const traceKeep = 400
@@ -151,15 +149,11 @@ const traceKeep = 400
 func NewScheduler(seed uint64, rates Rates) *Scheduler {
 	return &Scheduler{
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rates: rates, start: time.Now(),
-		dead: map[string]bool{}, frozen: map[string]time.Time{}, faultless: map[string]bool{},
+		dead: map[string]bool{}, frozen: map[string]time.Time{},
 		arrival: make(chan struct{}, 1),
 		stats:   Stats{Ops: map[string]int{}, Faults: map[string]int{}},
 	}
 }
-
-// Rand returns the scheduler's random source, for the world's choices
-// (made only from the scheduler's goroutine or between steps).
-func (s *Scheduler) Rand() *rand.Rand { return s.rng }
 
 // Stats returns the counts so far.
 func (s *Scheduler) Stats() Stats { return s.stats }
@@ -262,13 +256,6 @@ func (s *Scheduler) Fingerprint() (hash uint64, lines int) {
 func (s *Scheduler) Kill(proc string) {
 	s.mu.Lock()
 	s.dead[proc] = true
-	s.mu.Unlock()
-}
-
-// Faultless makes proc's calls never faulted.
-func (s *Scheduler) Faultless(proc string) {
-	s.mu.Lock()
-	s.faultless[proc] = true
 	s.mu.Unlock()
 }
 
@@ -413,13 +400,13 @@ func (s *Scheduler) noteLocked(proc, msg string) {
 // decide draws the fault of call c.
 func (s *Scheduler) decide(c Call) Fault {
 	s.mu.Lock()
-	dead, faultless := s.dead[c.Proc], s.faultless[c.Proc]
+	dead := s.dead[c.Proc]
 	s.mu.Unlock()
 	if dead {
 		return Fault{Kind: Crash}
 	}
 	r := s.rates
-	if faultless || (s.Faulty != nil && !s.Faulty(c.Proc)) {
+	if s.Faulty != nil && !s.Faulty(c.Proc) {
 		return Fault{}
 	}
 	if strings.HasPrefix(c.Op, "hook:") {
