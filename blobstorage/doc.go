@@ -69,7 +69,10 @@
 // the checkpoint, nothing is copied. Restore downloads only the files;
 // the state is then opened with the same RemoteOptions (the new writer's
 // generation) and reads the objects where they are. Verify checks that
-// each exists with its recorded size.
+// each exists with its recorded size. Workers run remote mode the same
+// way (Worker.UseRemote, with the writer's generation): a part hands its
+// owners' objects to the checkpoint (Part.Remote), so a worker gaining an
+// owner on a rescale opens it in place instead of downloading it.
 //
 // A fenced writer's new objects are under its own epoch's generation and
 // in no checkpoint of its successor, which restored an earlier one; its

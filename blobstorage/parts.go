@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -57,6 +58,9 @@ type Part struct {
 	Dir string `json:"dir"`
 	// Files are the owner's files, as in Record.Files.
 	Files []FileRef `json:"files"`
+	// Remote are the objects of the owner's state in remote mode, as in
+	// Record.Remote (see Worker.UseRemote).
+	Remote []RemoteRef `json:"remote,omitempty"`
 	// Written is when the worker wrote the part (diagnostics).
 	Written time.Time `json:"written"`
 }
@@ -118,6 +122,12 @@ func (s *Storage) assembleLocked(ctx context.Context, data *checkpoint.Checkpoin
 		}
 		full.StateDirs[o] = p.Dir
 		rec.Files[o] = append([]FileRef{}, p.Files...)
+		if len(p.Remote) > 0 {
+			if rec.Remote == nil {
+				rec.Remote = map[string][]RemoteRef{}
+			}
+			rec.Remote[o] = slices.Clone(p.Remote)
+		}
 	}
 	if err := checkpoint.ValidateStateDirs(full.StateDirs); err != nil {
 		return nil, nil, err
@@ -155,6 +165,9 @@ func (s *Storage) readPart(ctx context.Context, id string, epoch uint64, owner, 
 	}
 	d := &checkpoint.CheckpointData{ID: id, StateDirs: map[string]string{owner: p.Dir}}
 	if err := validateFiles(d, map[string][]FileRef{owner: p.Files}); err != nil {
+		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+	}
+	if err := validateRemote(d, map[string][]RemoteRef{owner: p.Remote}); err != nil {
 		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
 	}
 	return &p, nil
@@ -225,6 +238,12 @@ func (r *Record) only(owners []string) (*Record, error) {
 		d.StateDirs[o] = dir
 		if files, ok := r.Files[o]; ok {
 			out.Files[o] = files
+		}
+		if refs, ok := r.Remote[o]; ok {
+			if out.Remote == nil {
+				out.Remote = map[string][]RemoteRef{}
+			}
+			out.Remote[o] = refs
 		}
 	}
 	return out, nil

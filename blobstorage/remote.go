@@ -96,8 +96,15 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 	if s.imported != nil && s.imported.id == data.ID {
 		return s.imported.refs, nil // uploaded and checked by SaveImported
 	}
+	return s.checkedRemoteRefs(ctx, data, files, s.epoch, "call UseRemote before Save")
+}
+
+// checkedRemoteRefs is remoteRefsLocked for a Save or a worker's SavePart
+// under epoch; what says what to do when the state is remote but
+// UseRemote was not called.
+func (s *Storage) checkedRemoteRefs(ctx context.Context, data *checkpoint.CheckpointData, files []*localFile, epoch uint64, what string) (map[string][]RemoteRef, error) {
 	if s.remote == nil {
-		return nil, refuseRemoteCatalog(files, "call UseRemote before Save")
+		return nil, refuseRemoteCatalog(files, what)
 	}
 	if len(data.StateDirs) == 0 {
 		return nil, nil // no state (and maybe no StateDir) in this checkpoint
@@ -128,7 +135,7 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 	var verified []string
 	for owner, list := range out {
 		for _, r := range list {
-			if s.remoteKnown[r.Key] == s.epoch || hasAnyPrefix(r.Key, own) {
+			if s.remoteKnown[r.Key] == epoch || hasAnyPrefix(r.Key, own) {
 				continue
 			}
 			g.Go(func() error {
@@ -153,7 +160,7 @@ func (s *Storage) remoteRefsLocked(ctx context.Context, data *checkpoint.Checkpo
 		s.remoteKnown = map[string]uint64{}
 	}
 	for _, k := range verified {
-		s.remoteKnown[k] = s.epoch
+		s.remoteKnown[k] = epoch
 	}
 	return out, nil
 }

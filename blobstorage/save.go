@@ -176,6 +176,16 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	if remote, err = s.remoteRefsLocked(ctx, local, files); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
+	// The workers' parts brought the remote objects of their owners.
+	for owner, refs := range rec.Remote {
+		if remote == nil {
+			remote = map[string][]RemoteRef{}
+		}
+		remote[owner] = refs
+	}
+	if err := validateRemote(rec.CheckpointData, remote); err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
+	}
 	rec.Remote = remote
 	epoch := s.epoch
 	err = s.uploadFiles(ctx, files, epoch, 0, func(f *localFile) string {

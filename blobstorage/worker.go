@@ -99,6 +99,15 @@ func NewWorker(bs blobstore.Blobstore, localDir, workerID string, opts Options) 
 	return &Worker{id: workerID, s: New(bs, localDir, opts)}, nil
 }
 
+// UseRemote puts the worker in remote mode, as Storage.UseRemote does:
+// its parts reference r's checkpoint objects (Part.Remote) instead of
+// uploading them, and the writer's Save hands them to the checkpoint.
+// Open the state with state.RemoteOptions{Store: the worker's Blobstore,
+// Prefix: RemotePrefix, Generation: RemoteGeneration(epoch)}, where epoch
+// is the writer's. The writer's GC keeps the objects of its own
+// generation, so it keeps those the workers' open databases create.
+func (w *Worker) UseRemote(r RemoteState) { w.s.UseRemote(r) }
+
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.id }
 
@@ -180,7 +189,8 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 	if err != nil {
 		return st, fmt.Errorf("blobstorage: save part %q: %w", id, err)
 	}
-	if err := refuseRemoteCatalog(files, "workers do not hand remote objects over (run remote mode in one process)"); err != nil {
+	remote, err := s.checkedRemoteRefs(ctx, data, files, epoch, "call Worker.UseRemote before SavePart")
+	if err != nil {
 		return st, fmt.Errorf("blobstorage: save part %q: %w", id, err)
 	}
 	err = s.uploadFiles(ctx, files, epoch, s.opts.Grace/2, func(f *localFile) string {
@@ -200,7 +210,7 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Concurrency)
 	for _, owner := range owners {
-		p := Part{ID: id, Epoch: epoch, Owner: owner, Worker: w.id, Dir: data.StateDirs[owner], Files: byOwner[owner], Written: now}
+		p := Part{ID: id, Epoch: epoch, Owner: owner, Worker: w.id, Dir: data.StateDirs[owner], Files: byOwner[owner], Remote: remote[owner], Written: now}
 		if p.Files == nil {
 			p.Files = []FileRef{} // an empty state dir is restored as one
 		}

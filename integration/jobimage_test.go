@@ -123,7 +123,7 @@ func jobImage(t *testing.T) string {
 
 // buildTidemark compiles cmd/tidemark as a static binary (the image has no
 // libc) and returns its path.
-func buildTidemark(ctx context.Context, t *testing.T) string {
+func buildTidemark(ctx context.Context, t testing.TB) string {
 	t.Helper()
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {

@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -90,6 +92,34 @@ func runCheckpoint(t *testing.T, coord *blobstorage.Storage, workers []*jobWorke
 	return a, stats
 }
 
+// sameTables counts the tables (.sst) of checkpoint directory a that b
+// holds unchanged: the same file, hard-linked by Pebble's checkpoints.
+func sameTables(t *testing.T, a, b string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".sst" {
+			return err
+		}
+		rel, err := filepath.Rel(a, p)
+		if err != nil {
+			return err
+		}
+		fa, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fb, err := os.Stat(filepath.Join(b, rel)); err == nil && os.SameFile(fa, fb) {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func only(m kvModel, owners ...string) kvModel {
 	out := kvModel{}
 	for _, o := range owners {
@@ -134,8 +164,12 @@ func TestWorkersSaveByPartsRestorePerWorkerAndRescaleOnMinIO(t *testing.T) {
 	workers[1] = startWorker(t, bs, "worker-2", id1, owners[2:])
 	sameKV(t, "worker restore of op-2, op-3", readPebble(t, workers[1].w.StateDir(id1)), only(want1, owners[2:]...))
 	_, stats := runCheckpoint(t, coord, workers, model, 2, id2)
-	if stats[1].ReusedFiles == 0 {
-		t.Errorf("the replacement uploaded every table again (%+v): restored tables should be reused", stats[1])
+	// Every restored table still in the new checkpoint is reused. A
+	// background compaction may merge a restored table with the new flush
+	// (the runs that failed here uploaded 12 files and reused none: one
+	// table per owner): that table is new, and is uploaded.
+	if kept := sameTables(t, workers[1].w.StateDir(id1), workers[1].w.StateDir(id2)); stats[1].ReusedFiles != kept {
+		t.Errorf("the replacement reused %d files (%+v); %d restored tables are unchanged in %s and should all be", stats[1].ReusedFiles, stats[1], kept, id2)
 	}
 	sameKV(t, "whole-job restore of "+id2, readPebble(t, restoreOnEmptyNode(t, bs, id2)), model)
 

@@ -114,6 +114,7 @@ func materialize(ctx context.Context, srcDir, workDir string) error {
 	if err != nil {
 		return err
 	}
+	owners := map[string]bool{}
 	for _, f := range files {
 		owner, _, ok := strings.Cut(f.RelPath, "/")
 		if !ok {
@@ -122,6 +123,7 @@ func materialize(ctx context.Context, srcDir, workDir string) error {
 		if err := ValidateOwnerID(owner); err != nil {
 			return err
 		}
+		owners[owner] = true
 	}
 	if entries, err := os.ReadDir(workDir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%q is not empty: %w", workDir, fs.ErrExist)
@@ -166,6 +168,13 @@ func materialize(ctx context.Context, srcDir, workDir string) error {
 			}
 		}
 		if err := copyFile(src, dst); err != nil {
+			return err
+		}
+	}
+	// A remote-mode database's catalog marker must not let Pebble's next
+	// catalog take the current one's name (catalog.go).
+	for owner := range owners {
+		if err := alignCatalogMarker(filepath.Join(tmp, owner)); err != nil {
 			return err
 		}
 	}

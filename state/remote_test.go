@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -556,5 +557,78 @@ func TestRemoteHydrateReadsTheStateAheadOfUse(t *testing.T) {
 	cancel()
 	if err := s.Hydrate(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Hydrate with a cancelled context: %v", err)
+	}
+}
+
+// Three writers in a row, each restored from its predecessor's
+// checkpoint and writing before its own: the third one's first write
+// rotates Pebble's remote object catalog. Pebble names the new catalog
+// after its marker's next iteration, and a checkpoint's marker restarts at
+// iteration 1 whatever the catalog is called, so without alignment the
+// rotation recreated the current catalog's name and then removed it: the
+// next checkpoint failed ("REMOTE-OBJ-CATALOG-000002: no such file") and
+// the directory could not be opened again.
+func TestRemoteThirdRestoreKeepsItsObjectCatalog(t *testing.T) {
+	bs := memstore.New()
+	s := openRemote(t, filepath.Join(t.TempDir(), "live"), remoteOpts(bs, "e1", RemoteAllLevels))
+	for gen := 1; gen <= 4; gen++ {
+		fillRemote(t, s, uint64(gen), "op-a")
+		cp := filepath.Join(t.TempDir(), "cp")
+		if _, err := s.Checkpoint(t.Context(), cp); err != nil {
+			t.Fatalf("writer %d: checkpoint: %v", gen, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		s, err = OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), remoteOpts(bs, fmt.Sprint("e", gen+1), RemoteAllLevels))
+		if err != nil {
+			t.Fatalf("writer %d: open the checkpoint of writer %d: %v", gen+1, gen, err)
+		}
+		if err := checkRemote(t, s, uint64(gen), "op-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+}
+
+// A checkpoint opened read-only reads every key, creates no object in
+// the store, and refuses writes; Stats counts its tables and keys.
+func TestRemoteReadOnlyOpenWritesNothing(t *testing.T) {
+	cs := &countingStore{Blobstore: memstore.New()}
+	live, cp, _ := checkpointRemote(t, cs, RemoteAllLevels, "op-a")
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	puts := cs.puts.Load()
+	opts := remoteOpts(cs, "e2", RemoteAllLevels)
+	opts.ReadOnly = true
+	s, err := OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := checkRemote(t, s, 1, "op-a"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Owner("op-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set([]byte("k"), []byte("v")); err == nil {
+		t.Error("a read-only owner took a write")
+	}
+	st, err := o.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Tables == 0 || st.Keys != remoteTestKeys {
+		t.Errorf("Stats: %+v, want tables and %d keys", st, remoteTestKeys)
+	}
+	if _, err := s.Owner("op-new"); err == nil {
+		t.Error("a read-only store created an owner")
+	}
+	if n := cs.puts.Load() - puts; n != 0 {
+		t.Errorf("the read-only open wrote %d objects to the store", n)
 	}
 }

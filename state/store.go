@@ -68,6 +68,11 @@ type Options struct {
 	NoFlushOnCheckpoint bool
 	// Logger receives Pebble's log messages. Nil discards them.
 	Logger *slog.Logger
+	// ReadOnly opens every owner read-only, for looking into a checkpoint
+	// without a job: no flush, no compaction, and in remote mode no object
+	// is created. Writes fail, and so does opening an owner that does not
+	// exist.
+	ReadOnly bool
 	// Remote puts the Store in remote mode: SSTs are created in an object
 	// store instead of on local disk (see "Remote mode" in the package
 	// doc). The zero value is local mode.
@@ -126,8 +131,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := opts.Remote.validate(); err != nil {
 		return nil, fmt.Errorf("state: open %q: %w", dir, err)
 	}
-	if err := fsync.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("state: open %q: %w", dir, err)
+	if !opts.ReadOnly {
+		if err := fsync.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("state: open %q: %w", dir, err)
+		}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -270,6 +277,7 @@ func (s *Store) pebbleOptions() *pebble.Options {
 		CompactionConcurrencyRange:  func() (int, int) { return conc, conc },
 		Logger:                      slogLogger{s.opts.Logger},
 		EventListener:               &pebble.EventListener{BackgroundError: s.onBackgroundError},
+		ReadOnly:                    s.opts.ReadOnly,
 	}
 	o.EventListener.EnsureDefaults(slogLogger{s.opts.Logger})
 	return o

@@ -47,7 +47,8 @@ func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 		{"GCOwnsRemoteObjects", GCOwnsRemoteObjects},
 		{"VerifyNamesMissingObject", VerifyNamesMissingObject},
 		{"SaveWithoutUseRemoteRefused", SaveWithoutUseRemoteRefused},
-		{"WorkerPartRefused", WorkerPartRefused},
+		{"WorkerPartWithoutUseRemoteRefused", WorkerPartWithoutUseRemoteRefused},
+		{"WorkersRescaleInPlace", WorkersRescaleInPlace},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -802,9 +803,10 @@ func ZombieSaveInFlightDuringTakeover(t *testing.T, bs blobstore.Blobstore) {
 	}
 }
 
-// WorkerPartRefused: a Worker's SavePart of state in remote mode fails
-// before writing a part (workers do not hand remote objects over).
-func WorkerPartRefused(t *testing.T, bs blobstore.Blobstore) {
+// WorkerPartWithoutUseRemoteRefused: a Worker's SavePart of state in
+// remote mode without Worker.UseRemote fails before writing a part: no
+// checkpoint would own the objects.
+func WorkerPartWithoutUseRemoteRefused(t *testing.T, bs blobstore.Blobstore) {
 	a := NewJob(t, bs, blobstorage.Options{})
 	a.Write(t, Model{}, 1, 0, 1000)
 	w, err := blobstorage.NewWorker(bs, t.TempDir(), blobstorage.NewWorkerID("w0"), blobstorage.Options{})
