@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -38,6 +39,7 @@ type regState struct {
 // History collects the calls on some keys, for the linearizability check.
 type History struct {
 	keys map[string]bool
+	mu   sync.Mutex
 	ops  []porcupine.Operation
 }
 
@@ -85,6 +87,8 @@ func (h *History) Add(done int, ev Event) {
 	if ev.Op == "get" && out.ok && ev.Body == nil {
 		out.body = "\x00unknown" // too large to keep: never a pointer
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	op := porcupine.Operation{ClientId: 0, Input: in, Output: out, Call: int64(ev.Fault.Step) * 2, Return: int64(done)*2 + 1}
 	if out.unknown {
 		// The caller cannot tell whether or when it applied.
@@ -94,7 +98,11 @@ func (h *History) Add(done int, ev Event) {
 }
 
 // Len returns how many calls the history holds.
-func (h *History) Len() int { return len(h.ops) }
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
 
 var registerModel = porcupine.NondeterministicModel{
 	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
@@ -178,7 +186,10 @@ var registerModel = porcupine.NondeterministicModel{
 // Check reports whether the history is linearizable, as registers. It
 // gives up (ok, with checked false) after timeout.
 func (h *History) Check(timeout time.Duration) (ok, checked bool) {
-	res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), h.ops, timeout)
+	h.mu.Lock()
+	ops := h.ops
+	h.mu.Unlock()
+	res := porcupine.CheckOperationsTimeout(registerModel.ToModel(), ops, timeout)
 	switch res {
 	case porcupine.Ok:
 		return true, true
