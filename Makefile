@@ -8,7 +8,7 @@ export TIDEMARK_CACHE
 # The Ryuk reaper image cannot be pulled here; tests remove what they start.
 export TESTCONTAINERS_RYUK_DISABLED = true
 
-.PHONY: test deps lint unit bench bench-peers docker no-docker build
+.PHONY: test deps lint unit bench bench-peers docker no-docker build dst
 
 # The CLI image (make docker) is built and checked by make test wherever a
 # Docker daemon answers; where none does, make test says so loudly.
@@ -100,3 +100,25 @@ no-docker:
 	@echo "** (make docker) was NOT built or checked by this make test. **" >&2
 	@echo "**************************************************************" >&2
 	@echo "" >&2
+
+## dst: the deterministic simulation at scale (docs/simulation.md): DST_SEEDS
+## seeds of writers, zombies and an operator on a faulted simulated store, in
+## two processes (one per core), then the runtime mode, the regression seeds,
+## the replay check and every deliberate bug; prints store calls, runs and
+## faults per kind, and the command that replays any failing seed
+DST_SEEDS ?= 600
+DST_RUNTIME_SEEDS ?= 20
+dst:
+	@mkdir -p bin
+	$(GO) test -c -o bin/dst.test ./integration/dst
+	@cd integration/dst && half=$$(( $(DST_SEEDS) / 2 )); start=$$(date +%s); \
+	  ../../bin/dst.test -test.run 'TestSim$$' -test.timeout 30m -seeds=$$half -first-seed=1 > ../../bin/dst-1.log 2>&1 & p1=$$!; \
+	  ../../bin/dst.test -test.run 'TestSim$$' -test.timeout 30m -seeds=$$(( $(DST_SEEDS) - half )) -first-seed=$$(( half + 1 )) > ../../bin/dst-2.log 2>&1 & p2=$$!; \
+	  ../../bin/dst.test -test.run 'TestSimRuntime$$' -test.timeout 30m -seeds=$(DST_RUNTIME_SEEDS) -first-seed=1 > ../../bin/dst-3.log 2>&1; r3=$$?; \
+	  wait $$p1; r1=$$?; wait $$p2; r2=$$?; secs=$$(( $$(date +%s) - start )); \
+	  cat ../../bin/dst-1.log ../../bin/dst-2.log ../../bin/dst-3.log | grep -v -e '^DST-TOTAL' -e '^PASS$$'; \
+	  cat ../../bin/dst-1.log ../../bin/dst-2.log ../../bin/dst-3.log | grep '^DST-TOTAL' | tr ' ' '\n' | grep = | \
+	    awk -F= -v secs=$$secs '{s[$$1]+=$$2} END {printf "make dst: %d runs, %d store calls (%d scheduling steps) in %d s\n", s["runs"], s["calls"], s["steps"], secs; fflush(); for (k in s) if (k ~ /^fault:/) printf "  %-16s %d\n", substr(k, 7), s[k] | "sort"}'; \
+	  test $$r1 -eq 0 -a $$r2 -eq 0 -a $$r3 -eq 0
+	@cd integration/dst && ../../bin/dst.test -test.run 'TestRegressions|TestReplay|TestBugs' -test.timeout 30m -test.v -bug-seeds=300 > ../../bin/dst-4.log 2>&1; r=$$?; \
+	  grep -E -e '^(--- |FAIL|PASS)' -e 'caught|identical twice|^ +\|' ../../bin/dst-4.log; test $$r -eq 0

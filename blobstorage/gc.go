@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
 // GCOptions configure one GC run.
@@ -118,7 +119,11 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 	if err != nil {
 		return rep, fmt.Errorf("blobstorage: gc: %w", err)
 	}
-	plan := planGC(inv, now, s.opts)
+	popts := s.opts
+	if simbug.On(simbug.NoGrace) {
+		popts.Grace = 0
+	}
+	plan := planGC(inv, now, popts)
 	rep.Verdicts = plan.verdicts
 	for _, v := range plan.verdicts {
 		if v.Keep {
@@ -142,8 +147,14 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 
 	deletedShared := map[string]bool{}
 	defer func() { s.cache.dropKeys(deletedShared); s.forgetKnownLocked(deletedShared) }()
+	// A dropped checkpoint a restore pinned after the listing keeps its
+	// files, its own and the shared ones its record names.
+	pinnedLate, pinnedKeys := map[string]bool{}, map[string]bool{}
 	for _, d := range plan.deletions {
 		if !opts.DryRun {
+			if pinnedLate[d.Checkpoint] || pinnedKeys[d.Key] {
+				continue
+			}
 			// The fence is checked before every delete: a writer that
 			// was replaced mid-GC must stop deleting at once.
 			if err := s.checkWriterLocked(ctx); err != nil {
@@ -153,6 +164,28 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 				return rep, fmt.Errorf("blobstorage: gc: delete %q (%s): %w", d.Key, d.Reason, err)
 			}
 			s.opts.Logger.Debug("blobstorage: gc: deleted", "key", d.Key, "size", d.Size, "reason", d.Reason)
+			if d.Checkpoint != "" && d.Key == recordKey(d.Checkpoint) {
+				// A restore that pinned after the listing may have read
+				// the record before it went: its files stay, and a later
+				// GC removes them once the pin is gone.
+				pinned, err := s.pinnedSince(ctx, d.Checkpoint, now)
+				if err != nil {
+					return rep, fmt.Errorf("blobstorage: gc: %w", err)
+				}
+				if pinned {
+					pinnedLate[d.Checkpoint] = true
+					for _, c := range inv.checkpoints {
+						if c.id == d.Checkpoint && c.record != nil {
+							for _, files := range c.record.Files {
+								for _, f := range files {
+									pinnedKeys[f.Key] = true
+								}
+							}
+						}
+					}
+					s.opts.Logger.Info("blobstorage: gc: a restore pinned a dropped checkpoint; its files are kept", "id", d.Checkpoint)
+				}
+			}
 		}
 		rep.Deletions = append(rep.Deletions, d)
 		switch d.Reason {
@@ -188,6 +221,19 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 		}
 	}
 	return rep, nil
+}
+
+// pinnedSince reports whether a pin younger than PinTTL names id now.
+func (s *Storage) pinnedSince(ctx context.Context, id string, now time.Time) (bool, error) {
+	for o, err := range s.bs.List(ctx, pinKey(id, "")) {
+		if err != nil {
+			return false, fmt.Errorf("list pins of %q: %w", id, err)
+		}
+		if age(now, o.ModTime) < s.opts.PinTTL {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // listInventory lists and reads everything a GC run decides on.

@@ -2,6 +2,7 @@ package blobstorage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -435,5 +436,57 @@ func TestGCDeletesNothingWhileAPointerDangles(t *testing.T) {
 	}
 	if _, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)}); err != nil {
 		t.Errorf("GC with the pointers repaired: %v", err)
+	}
+}
+
+// pinOnDelete is a store where a restore pins checkpoint id and reads its
+// record just before GC's delete of that record applies (the delete was
+// in flight): the simulation found this (internal/sim, seed 29).
+type pinOnDelete struct {
+	blobstore.Blobstore
+	id     string
+	record []byte
+}
+
+func (p *pinOnDelete) Delete(ctx context.Context, key string) error {
+	if key == recordKey(p.id) && p.record == nil {
+		if err := p.Blobstore.Put(ctx, pinKey(p.id, "late"), strings.NewReader("")); err != nil {
+			return err
+		}
+		rc, err := p.Blobstore.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if p.record, err = io.ReadAll(rc); err != nil {
+			return err
+		}
+	}
+	return p.Blobstore.Delete(ctx, key)
+}
+
+// A restore that pinned a checkpoint after GC listed the pins, and read
+// its record before GC deleted it, keeps the files it is downloading.
+func TestGCKeepsTheFilesOfADroppedCheckpointPinnedAfterTheListing(t *testing.T) {
+	mem := newMem()
+	bs := &pinOnDelete{Blobstore: mem, id: checkpoint.NewID(1)}
+	s := newWriter(t, bs, Options{Keep: 1, Grace: time.Minute, PinTTL: time.Hour})
+	compactingHistory(t, s, 4)
+	files, err := s.Files(ctx, checkpoint.NewID(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(ctx, GCOptions{Now: time.Now().Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if bs.record == nil {
+		t.Fatal("GC did not delete the record of checkpoint 1")
+	}
+	for _, refs := range files {
+		for _, f := range refs {
+			if ok, err := mem.Exists(ctx, f.Key); err != nil || !ok {
+				t.Errorf("%s, which the pinned restore reads, was deleted (%v)", f.Key, err)
+			}
+		}
 	}
 }

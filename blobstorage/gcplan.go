@@ -28,6 +28,7 @@ const (
 	DropStale        Reason = "newer than the latest completed checkpoint but older than the grace period: a save that never completed"
 	DropOrphan       Reason = "files without a record, older than the grace period: a save that crashed"
 	DropUnreferenced Reason = "shared file no retained checkpoint references, older than the grace period"
+	DropLeftover     Reason = "file another epoch saved under a kept checkpoint's id, which its record does not reference, older than the grace period: a failed or fenced save"
 	DropExpiredPin   Reason = "restore pin older than PinTTL"
 	// Remote objects (state in remote mode), see planGC.
 	DropRemoteUnreferenced Reason = "remote object of an earlier or fenced writer that no retained checkpoint references, older than the grace period"
@@ -147,9 +148,19 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 			p.sharedUnknown = true
 		}
 		if c.record != nil {
+			own := map[string]bool{}
 			for _, files := range c.record.Files {
 				for _, f := range files {
 					referenced[f.Key] = true
+					own[f.Key] = true
+				}
+			}
+			// Another writer's save of the same id (a fenced or failed
+			// one) left files its record does not name: they would
+			// stay as long as the checkpoint is kept.
+			for _, o := range c.objects {
+				if e, ok := epochOfCheckpointFile(o.Key); ok && e != c.record.Epoch && !own[o.Key] && age(now, o.ModTime) >= opts.Grace {
+					p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: DropLeftover, Checkpoint: c.id})
 				}
 			}
 			for _, refs := range c.record.Remote {

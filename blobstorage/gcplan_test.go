@@ -38,6 +38,10 @@ func TestPlanGCRules(t *testing.T) {
 		}
 		return c
 	}
+	withObjects := func(c *listedCheckpoint, objs ...blobstore.ObjectInfo) *listedCheckpoint {
+		c.objects = append(c.objects, objs...)
+		return c
+	}
 	shared := func(n uint64, at time.Time) blobstore.ObjectInfo {
 		return blobstore.ObjectInfo{Key: sharedKey(id(n), 1, "op", "1.sst"), Size: 5, ModTime: at}
 	}
@@ -110,6 +114,16 @@ func TestPlanGCRules(t *testing.T) {
 			want: map[string]Reason{id(1): KeepLatestCompleted, id(2): KeepInProgress, id(3): DropOrphan},
 			deleted: map[string]Reason{
 				privateKey(id(3), 1, "op", "MANIFEST"): DropOrphan,
+			},
+		},
+		{
+			name: "another epoch's files under a kept checkpoint's id, which its record does not name, go after Grace",
+			inv: inventory{checkpoints: []*listedCheckpoint{withObjects(cp(1, done, old),
+				blobstore.ObjectInfo{Key: privateKey(id(1), 2, "op", "MANIFEST"), Size: 9, ModTime: old},
+				blobstore.ObjectInfo{Key: privateKey(id(1), 3, "op", "MANIFEST"), Size: 9, ModTime: young})}, latest: id(1), latestCompleted: id(1)},
+			want: map[string]Reason{id(1): KeepLatestCompleted},
+			deleted: map[string]Reason{
+				privateKey(id(1), 2, "op", "MANIFEST"): DropLeftover,
 			},
 		},
 		{

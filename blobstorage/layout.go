@@ -87,6 +87,25 @@ func checkpointOfKey(key string) (id string, isRecord, ok bool) {
 	return id, rest == recordName, true
 }
 
+// epochOfCheckpointFile parses the writer epoch of a file saved under
+// checkpoints/<id>/private/e<epoch>/ or checkpoints/<id>/parts/e<epoch>/.
+func epochOfCheckpointFile(key string) (uint64, bool) {
+	rest, found := strings.CutPrefix(key, dirCheckpoints)
+	if !found {
+		return 0, false
+	}
+	seg := strings.SplitN(rest, "/", 4)
+	if len(seg) < 4 || (seg[1] != "private" && seg[1] != "parts") {
+		return 0, false
+	}
+	e, found := strings.CutPrefix(seg[2], "e")
+	if !found {
+		return 0, false
+	}
+	epoch, err := strconv.ParseUint(e, 10, 64)
+	return epoch, err == nil
+}
+
 // pinOfKey parses a pin's key: the checkpoint id it pins.
 func pinOfKey(key string) (id string, ok bool) {
 	rest, found := strings.CutPrefix(key, dirPins)

@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/fsync"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
 // Restore downloads the state directories of checkpoint id into
@@ -89,17 +90,21 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 			// worth nothing: restore afresh.
 			s.opts.Logger.Info("blobstorage: restore: the local state directory does not match the record; restoring afresh",
 				"id", id, "dir", dst, "why", serr.Error())
-		case !unsyncedSinceReboot(dst):
-			s.seedCache(dst, rec)
-			return nil
 		case checkDigests(dst, rec) == nil:
-			// Written unsynced before the machine restarted, and every
-			// digest holds: trusted again.
-			if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+			// Every digest holds: this record's state. Equal sizes are
+			// not enough: a fenced writer's leftover of the same id can
+			// match them byte count for byte count. Read back after a
+			// reboot, the files are on disk: the marker can go.
+			if unsyncedSinceReboot(dst) {
+				if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+				}
 			}
 			s.seedCache(dst, rec)
 			return nil
+		default:
+			s.opts.Logger.Info("blobstorage: restore: the local state directory does not match the record's digests; restoring afresh",
+				"id", id, "dir", dst)
 		}
 		if err := os.RemoveAll(dst); err != nil {
 			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
@@ -160,6 +165,9 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 
 // pin writes pins/<id>/<random> and returns a function deleting it.
 func (s *Storage) pin(ctx context.Context, id string) (func(), error) {
+	if simbug.On(simbug.ForgetPin) {
+		return func() {}, nil
+	}
 	var nonce [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/simbug"
 	"github.com/tidemark-io/tidemark/internal/walk"
 )
 
@@ -201,6 +202,11 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	}
 	for _, f := range files {
 		rec.Files[f.owner] = append(rec.Files[f.owner], f.ref)
+	}
+	if simbug.On(simbug.PointerBeforeRecord) {
+		if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
+			return fmt.Errorf("blobstorage: save %q: %w", id, err)
+		}
 	}
 	if err := s.writeRecordLocked(ctx, rec); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)

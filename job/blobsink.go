@@ -300,11 +300,16 @@ func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) 
 		if committed[id] && len(byID[id]) == 1 {
 			continue // the object its commit names, which is never deleted
 		}
-		if committed[id] {
-			d, ok, err := s.commitOf(ctx, id)
-			if err != nil || !ok {
-				return "", fmt.Errorf("job: blob sink sweep %s: %v", id, err)
-			}
+		// The commit is read even when the listing did not show it: a
+		// listing may lag a fresh commit, and deleting the object it
+		// names would lose committed output.
+		d, ok, err := s.commitOf(ctx, id)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("job: blob sink sweep %s: %w", id, err)
+		case committed[id] && !ok:
+			return "", fmt.Errorf("job: blob sink sweep %s: listed commit is gone", id)
+		case ok:
 			keep = d.key
 		}
 		for _, key := range byID[id] {

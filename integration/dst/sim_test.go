@@ -1,0 +1,75 @@
+package dst
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidemark-io/tidemark/internal/sim"
+	"github.com/tidemark-io/tidemark/internal/simbug"
+)
+
+// TestSim runs a range of seeds (the smoke set by default; -seeds N for
+// more, -seed S for one), checking every invariant after each.
+func TestSim(t *testing.T) {
+	seeds := []uint64{}
+	switch {
+	case *seedFlag != 0:
+		seeds = append(seeds, *seedFlag)
+	default:
+		n := *seedsFlag
+		if n == 0 {
+			n = 8
+		}
+		for i := range n {
+			seeds = append(seeds, *firstFlag+uint64(i))
+		}
+	}
+	if *bugFlag != "" {
+		simbug.Active = simbug.Bug(*bugFlag)
+		if !slices.Contains(simbug.All, simbug.Active) {
+			t.Fatalf("-bug=%s: no such deliberate bug (%v)", *bugFlag, simbug.All)
+		}
+		defer func() { simbug.Active = "" }()
+	}
+	var total sim.Stats
+	for _, seed := range seeds {
+		res := runSeed(t, seed, *traceFlag)
+		total.Add(res.Stats)
+		if *traceFlag {
+			t.Logf("seed %d trace:\n%s", seed, strings.Join(res.Full, "\n"))
+		}
+		report(t, seed, res)
+	}
+	t.Logf("%d runs\n%s", len(seeds), total)
+	fmt.Printf("DST-TOTAL runs=%d %s\n", len(seeds), total.Line())
+}
+
+// TestSimRuntime runs seeds with every writer on job.Run, the runtime
+// (Pebble state, the BlobSink), instead of the Coordinator by hand.
+func TestSimRuntime(t *testing.T) {
+	n := *seedsFlag
+	if n == 0 {
+		n = 2
+	}
+	seeds := []uint64{}
+	if *seedFlag != 0 {
+		seeds = append(seeds, *seedFlag)
+	} else {
+		for i := range n {
+			seeds = append(seeds, *firstFlag+uint64(i))
+		}
+	}
+	var total sim.Stats
+	for _, seed := range seeds {
+		res := runSeedWith(t, seed, true, *traceFlag)
+		total.Add(res.Stats)
+		if *traceFlag {
+			t.Logf("seed %d trace:\n%s", seed, strings.Join(res.Full, "\n"))
+		}
+		report(t, seed, res)
+	}
+	t.Logf("%d runs\n%s", len(seeds), total)
+	fmt.Printf("DST-TOTAL runs=%d %s\n", len(seeds), total.Line())
+}

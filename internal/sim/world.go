@@ -1,0 +1,558 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/simbug"
+)
+
+// Config is one simulated run.
+type Config struct {
+	Seed  uint64
+	Rates Rates
+	// Records is how many input records the job processes.
+	Records int
+	// MaxSteps bounds the faulted phase (store calls); the final,
+	// faultless phase then finishes the job.
+	MaxSteps int
+	// MaxWriters bounds how many writer processes the run starts.
+	MaxWriters int
+	// Operator runs the concurrent operator (gc, savepoints, verify).
+	Operator bool
+	// Dir is where processes keep their local state directories.
+	Dir string
+	// KeepTrace keeps the whole trace (for the determinism check).
+	KeepTrace bool
+	// Runtime makes every writer run job.Run (the runtime, Pebble state,
+	// the BlobSink) instead of the Coordinator driven by hand.
+	Runtime bool
+}
+
+// Result is what a run did and found.
+type Result struct {
+	Runtime    bool // the writers ran job.Run
+	Violations []string
+	Trace      []string // the last lines
+	Full       []string // every line, with KeepTrace
+	Hash       uint64
+	Lines      int
+	Stats      Stats
+	Writers    int
+	History    *History
+	Committed  int // records whose output committed
+}
+
+// The job's parameters, in fake time.
+const (
+	keep   = 2
+	grace  = 2 * time.Minute
+	pinTTL = 2 * time.Minute
+	jobPfx = "job"
+	sinkPx = "sink"
+)
+
+// World is the simulated system: one store, the job's writers (each a
+// process with its own disk), the sink, and an operator.
+type World struct {
+	cfg   Config
+	sched *Scheduler
+	store *Store
+	job   blobstore.Blobstore // the job's prefix
+	sink  *Sink
+	// sinkBS is the sink's part of the store.
+	sinkBS blobstore.Blobstore
+	// region is a second store a savepoint is restored into.
+	region *Store
+
+	mu         sync.Mutex
+	violations []string
+	procs      map[string]*proc
+	current    string // the writer the world last started
+	started    int
+	finished   bool // a writer processed every record
+	opDone     bool
+	stopping   bool // the faulted phase is over: nothing restarts
+	wg         sync.WaitGroup
+	checks     *checker
+	history    *History
+	restartReq chan string
+	rng        *rand.Rand // the supervisor's
+}
+
+// proc is a simulated process.
+type proc struct {
+	name   string
+	cancel context.CancelFunc
+	dir    string
+	writer bool
+}
+
+// Violation records a broken invariant.
+func (w *World) Violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.violations = append(w.violations, msg)
+	w.mu.Unlock()
+	w.sched.Note("check", "VIOLATION: %s", msg)
+}
+
+// Run runs one simulation; call it inside a synctest bubble.
+func Run(cfg Config) Result {
+	if cfg.Records == 0 {
+		cfg.Records = 60
+	}
+	if cfg.MaxSteps == 0 {
+		cfg.MaxSteps = 3000
+	}
+	if cfg.MaxWriters == 0 {
+		cfg.MaxWriters = 20
+	}
+	sched := NewScheduler(cfg.Seed, cfg.Rates)
+	sched.Keep = cfg.KeepTrace
+	store := NewStore(sched)
+	job, _ := blobstore.WithPrefix(store, jobPfx)
+	sinkBS, _ := blobstore.WithPrefix(store, sinkPx)
+	w := &World{
+		cfg: cfg, sched: sched, store: store, job: job, region: NewStore(sched),
+		procs: map[string]*proc{}, restartReq: make(chan string, 64), rng: rand.New(rand.NewPCG(cfg.Seed, 4)),
+		history: NewHistory(jobPfx+"/_latest", jobPfx+"/_latest-completed", jobPfx+"/_writer"),
+	}
+	w.sink, w.sinkBS = &Sink{bs: sinkBS, world: w}, sinkBS
+	w.checks = newChecker(w)
+	sched.OnEvent = func(step int, ev Event) {
+		w.history.Add(step, ev)
+		w.checks.event(step, ev)
+	}
+	sched.OnCrash = func(name string) { w.kill(name) }
+	sched.OnFreeze = func(name string, d time.Duration) {
+		w.mu.Lock()
+		cur := w.current == name
+		w.mu.Unlock()
+		if cur {
+			// The failure detector gives up on the frozen writer and
+			// starts another; the frozen one will wake as a zombie.
+			w.restartReq <- name
+		}
+	}
+	sched.Faulty = func(name string) bool { return !strings.HasPrefix(name, "final") && name != "check" }
+	sched.Freezes = func(name string) bool { return strings.HasPrefix(name, "w") }
+
+	// Phase 1: writers, zombies and the operator, with faults.
+	w.startWriter()
+	if cfg.Operator {
+		w.spawn("op1", false, func(ctx context.Context, p *proc) { w.operator(ctx, p, 1) })
+	}
+	w.spawn("super", false, func(ctx context.Context, p *proc) { w.supervisor(ctx) })
+	sched.Run(cfg.MaxSteps, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.finished && (w.opDone || !cfg.Operator)
+	})
+	// Stop everything that still runs: zombies, the operator.
+	w.mu.Lock()
+	w.stopping = true
+	for _, p := range w.procs {
+		p.cancel()
+	}
+	w.mu.Unlock()
+	sched.drain()
+	w.wg.Wait()
+
+	// Phase 2: no faults. A fresh writer finishes the job, then GC past
+	// every grace period, then the checks.
+	sched.Resume()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.final()
+	}()
+	sched.Run(1<<40, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	<-done
+
+	res := Result{Runtime: cfg.Runtime, Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
+	res.Trace = sched.Trace()
+	res.Full = sched.Full
+	res.Hash, res.Lines = sched.Fingerprint()
+	res.Committed = w.checks.committedRecords
+	return res
+}
+
+// spawn starts process name running f.
+func (w *World) spawn(name string, writer bool, f func(ctx context.Context, p *proc)) *proc {
+	ctx, cancel := context.WithCancel(WithProc(context.Background(), name))
+	p := &proc{name: name, cancel: cancel, writer: writer, dir: filepath.Join(w.cfg.Dir, name)}
+	w.mu.Lock()
+	w.procs[name] = p
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer cancel()
+		f(ctx, p)
+	}()
+	return p
+}
+
+// kill is a crash: the process stops at once, its disk is gone.
+func (w *World) kill(name string) {
+	w.mu.Lock()
+	p := w.procs[name]
+	cur := w.current == name
+	w.mu.Unlock()
+	if p != nil {
+		p.cancel()
+	}
+	if cur {
+		w.restartReq <- name
+	}
+}
+
+// startWriter starts the next writer process.
+func (w *World) startWriter() {
+	w.mu.Lock()
+	if w.started >= w.cfg.MaxWriters || w.finished {
+		w.mu.Unlock()
+		return
+	}
+	w.started++
+	name := fmt.Sprintf("w%d", w.started)
+	w.current = name
+	seed := w.rng.Uint64()
+	w.mu.Unlock()
+	w.sched.Note(name, "starts")
+	w.spawn(name, true, func(ctx context.Context, p *proc) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		err := w.writer(ctx, p, rng)
+		w.sched.Note(name, "exits: %v", err)
+		w.mu.Lock()
+		cur := w.current == name
+		w.mu.Unlock()
+		if err != nil && cur && ctx.Err() == nil {
+			w.restartReq <- name
+		}
+	})
+}
+
+// supervisor restarts the job's writer after it died or froze, after a
+// failure detector's delay.
+func (w *World) supervisor(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case name := <-w.restartReq:
+			w.mu.Lock()
+			stale := w.current != name
+			w.mu.Unlock()
+			if stale {
+				continue
+			}
+			t := time.NewTimer(3 * time.Second)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			w.startWriter()
+		}
+	}
+}
+
+// final runs the faultless end of a run.
+func (w *World) final() {
+	w.sched.Note("final", "phase 2: no faults")
+	ctx := WithProc(context.Background(), "final")
+	rng := rand.New(rand.NewPCG(w.cfg.Seed, 2))
+	p := &proc{name: "final", dir: filepath.Join(w.cfg.Dir, "final"), writer: true}
+	if err := w.writer(ctx, p, rng); err != nil {
+		w.Violation("the faultless final writer failed: %v", err)
+		return
+	}
+	w.checks.final(ctx)
+}
+
+// state is the job's state: the next offset and a checksum of the input.
+type state struct {
+	Next int   `json:"next"`
+	Sum  int64 `json:"sum"`
+}
+
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// writer is one writer process running the real protocol: Acquire,
+// Recover (rolling a prepared checkpoint forward), Restore, then the
+// Coordinator's two-phase commit per batch, with GC now and then.
+//
+// A failure the process survives (a store error) restarts the pipeline in
+// the same process after a backoff, as a runtime does; a fence ends it.
+func (w *World) writer(ctx context.Context, p *proc, rng *rand.Rand) error {
+	st := blobstorage.New(w.job, p.dir, blobstorage.Options{
+		Concurrency: 3, Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true,
+	})
+	for attempt := 1; ; attempt++ {
+		var err error
+		if w.cfg.Runtime {
+			if err = w.runJob(ctx, p, st); err == nil {
+				w.mu.Lock()
+				w.finished = true
+				w.mu.Unlock()
+			}
+		} else {
+			err = w.pipeline(ctx, p, st, rng)
+		}
+		if err == nil || ctx.Err() != nil || errors.Is(err, checkpoint.ErrFenced) || attempt >= 50 {
+			return err
+		}
+		w.sched.Note(p.name, "pipeline failed, restarting: %v", err)
+		t := time.NewTimer(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// pipeline is one run of the job's pipeline in process p.
+func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, rng *rand.Rand) error {
+	epoch, err := st.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	w.checks.writerEpoch(p.name, epoch)
+	writer := fmt.Sprintf("e%d", epoch)
+	dec, err := checkpoint.Recover(ctx, st, func(ctx context.Context, cp *checkpoint.CheckpointData) (bool, error) {
+		// Roll forward: the prepared record is the commit decision.
+		if err := w.sink.Commit(ctx, Txn{ID: cp.ID, Writer: cp.TxnID}); err != nil {
+			if simbug.On(simbug.LostAsFailure) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	var cur state
+	var ssts []string // the state's immutable files, in the current dir
+	if dec.Checkpoint != nil {
+		if err := json.Unmarshal(dec.Checkpoint.Operators["job"], &cur); err != nil {
+			w.Violation("%s: checkpoint %s has a bad state: %v", p.name, dec.Checkpoint.ID, err)
+			return err
+		}
+		if err := st.Restore(ctx, dec.Checkpoint.ID); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		got, files, err := readStateDir(st.StateDir(dec.Checkpoint.ID))
+		if err != nil || got != cur {
+			w.Violation("%s: restored %s: state dir says %+v (%v), record %+v", p.name, dec.Checkpoint.ID, got, err, cur)
+			return fmt.Errorf("restored state does not match")
+		}
+		ssts = files
+	}
+	w.sched.Note(p.name, "epoch %d recovered: %s %v, next record %d", epoch, dec.Action, idOf(dec.Checkpoint), cur.Next)
+	id, err := checkpoint.NextID(idOf(dec.Latest))
+	if err != nil {
+		return err
+	}
+	prevDir := ""
+	if dec.Checkpoint != nil {
+		prevDir = st.StateDir(dec.Checkpoint.ID)
+	}
+
+	completed := make(chan string, 1)
+	co := checkpoint.NewCoordinator(st, writer)
+	co.CommitSink = func(ctx context.Context, id string) error {
+		return w.sink.Commit(ctx, Txn{ID: id, Writer: writer})
+	}
+	if simbug.On(simbug.LostAsFailure) {
+		co.AbortSink = func(ctx context.Context, id string) error {
+			return w.sink.Abort(ctx, Txn{ID: id, Writer: writer})
+		}
+	}
+	co.Hook = func(step checkpoint.Step, id string) checkpoint.HookAction {
+		switch w.sched.Hook(p.name, string(step), id) {
+		case Crash:
+			return checkpoint.HookHalt
+		case FailBefore:
+			return checkpoint.HookFail
+		}
+		return checkpoint.HookContinue
+	}
+	co.OnCompleted = func(id string) { completed <- id }
+	co.Start(ctx)
+	defer co.Stop()
+
+	for cur.Next < w.cfg.Records {
+		n := min(1+rng.IntN(4), w.cfg.Records-cur.Next)
+		next := state{Next: cur.Next + n, Sum: cur.Sum}
+		for i := cur.Next; i < next.Next; i++ {
+			next.Sum += int64(i * i)
+		}
+		files, err := writeStateDir(st.StateDir(id), prevDir, ssts, id, cur.Next, next)
+		if err != nil {
+			return err
+		}
+		txn := Txn{ID: id, Writer: writer}
+		if err := w.sink.Prepare(ctx, txn, cur.Next, next.Next); err != nil {
+			return fmt.Errorf("sink prepare: %w", err)
+		}
+		co.OnBarrierInjected(id, encode(map[string]int{"next": next.Next}))
+		co.OnStateSnapshot(id, map[string][]byte{"job": encode(next)}, map[string]string{"job": "job"})
+		co.OnSinkPrepared(id, nil)
+		select {
+		case <-completed:
+		case err := <-co.Fatal():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if prevDir != "" {
+			_ = os.RemoveAll(prevDir)
+		}
+		prevDir, ssts, cur = st.StateDir(id), files, next
+		if id, err = checkpoint.NextID(id); err != nil {
+			return err
+		}
+		if rng.IntN(6) == 0 {
+			if _, err := st.GC(ctx, blobstorage.GCOptions{}); err != nil {
+				if errors.Is(err, checkpoint.ErrFenced) {
+					return err
+				}
+			}
+		}
+	}
+	w.mu.Lock()
+	w.finished = true
+	w.mu.Unlock()
+	w.sched.Note(p.name, "processed every record")
+	return nil
+}
+
+func idOf(d *checkpoint.CheckpointData) string {
+	if d == nil {
+		return ""
+	}
+	return d.ID
+}
+
+// writeStateDir writes the state directory of checkpoint id: the earlier
+// immutable files hard-linked from prevDir (as Pebble's checkpoints do),
+// one new immutable file for the batch, and a mutable MANIFEST.
+func writeStateDir(dir, prevDir string, ssts []string, id string, from int, st state) ([]string, error) {
+	owner := filepath.Join(dir, "job")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(owner, 0o755); err != nil {
+		return nil, err
+	}
+	seq, err := checkpoint.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	if seq%4 == 0 {
+		// A compaction: one new file replaces all the earlier ones, which
+		// no later checkpoint references (GC's shared-file rules).
+		from, ssts = 0, nil
+	}
+	for _, f := range ssts {
+		if err := os.Link(filepath.Join(prevDir, "job", f), filepath.Join(owner, f)); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	name := fmt.Sprintf("%06d.sst", seq)
+	body := encode(map[string]int{"from": from, "to": st.Next})
+	if err := os.WriteFile(filepath.Join(owner, name), body, 0o644); err != nil {
+		return nil, err
+	}
+	files = append(files, name)
+	if err := os.WriteFile(filepath.Join(owner, "MANIFEST"), encode(st), 0o644); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// readStateDir reads a state directory back: the MANIFEST's state, checked
+// against the immutable files (which must cover 0..Next exactly).
+func readStateDir(dir string) (state, []string, error) {
+	owner := filepath.Join(dir, "job")
+	var st state
+	b, err := os.ReadFile(filepath.Join(owner, "MANIFEST"))
+	if err != nil {
+		return st, nil, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, nil, err
+	}
+	ents, err := os.ReadDir(owner)
+	if err != nil {
+		return st, nil, err
+	}
+	type span struct{ From, To int }
+	var spans []span
+	var files []string
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".sst") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(owner, e.Name()))
+		if err != nil {
+			return st, nil, err
+		}
+		var sp span
+		if err := json.Unmarshal(b, &sp); err != nil {
+			return st, nil, err
+		}
+		spans = append(spans, sp)
+		files = append(files, e.Name())
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].From < spans[j].From })
+	next, sum := 0, int64(0)
+	for _, sp := range spans {
+		if sp.From != next {
+			return st, nil, fmt.Errorf("state files do not cover the input: %v", spans)
+		}
+		for i := sp.From; i < sp.To; i++ {
+			sum += int64(i * i)
+		}
+		next = sp.To
+	}
+	if next != st.Next || sum != st.Sum {
+		return st, nil, fmt.Errorf("state files cover up to %d (sum %d), MANIFEST says %+v", next, sum, st)
+	}
+	slices.Sort(files)
+	return st, files, nil
+}
