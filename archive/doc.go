@@ -23,8 +23,8 @@
 // are refused with an error that names them.
 //
 // The archive is exactly that: the tar entries, the end-of-archive marker
-// (two zero blocks), at most one tar record (10 KiB) of zero padding, and
-// for zstd the end of the frame, then the end of the input. MANIFEST.json
+// (two zero blocks), zero padding of any length (tar pads to its record
+// size, which the writer chooses), and for zstd the end of the frame, then the end of the input. MANIFEST.json
 // is strict JSON and valid UTF-8: "version" first, then "record" and
 // "files", each once, and nothing else.
 //
