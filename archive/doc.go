@@ -28,6 +28,11 @@
 // is strict JSON and valid UTF-8: "version" first, then "record" and
 // "files", each once, and nothing else.
 //
+// The record is opaque here: this package checks only that it is valid
+// JSON within the manifest's size. Package checkpoint decodes it, under
+// its record limits (checkpoint.MaxOwners and the others), before any
+// file is extracted.
+//
 // # Streaming
 //
 // [Write], [Read], [Verify] and [ExtractDir] each make one pass over the

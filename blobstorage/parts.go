@@ -136,12 +136,15 @@ func (s *Storage) assembleLocked(ctx context.Context, data *checkpoint.Checkpoin
 // that does not describe what its key says wraps archive.ErrCorrupt.
 func (s *Storage) readPart(ctx context.Context, id string, epoch uint64, owner, worker string) (*Part, error) {
 	key := partKey(id, epoch, owner, worker)
-	b, err := s.getBytes(ctx, key)
+	b, err := s.getRecordBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, fmt.Errorf("owner %q: no part of worker %q under epoch %d (%s): %w", owner, worker, epoch, key, ErrPartMissing)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("owner %q: read part %s: %w", owner, key, err)
+	}
+	if err := checkPartBounds(b); err != nil {
+		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
 	}
 	var p Part
 	if err := json.Unmarshal(b, &p); err != nil {

@@ -300,6 +300,17 @@ func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
 	return io.ReadAll(rc)
 }
 
+// getRecordBytes reads a record or a part, refusing one over
+// checkpoint.MaxRecordBytes before holding more than that.
+func (s *Storage) getRecordBytes(ctx context.Context, key string) ([]byte, error) {
+	rc, err := s.bs.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return checkpoint.ReadRecordBytes(rc)
+}
+
 func encodeJSON(v any) []byte {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -354,7 +365,7 @@ func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) 
 		}
 		etag = info.ETag
 	}
-	b, err := s.getBytes(ctx, key)
+	b, err := s.getRecordBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, "", checkpoint.ErrNotFound
 	}
@@ -405,6 +416,9 @@ func validateFiles(d *checkpoint.CheckpointData, files map[string][]FileRef) err
 // (valid id and status) plus checks on the file references, which a
 // restore turns into local paths.
 func decodeRecord(b []byte) (*Record, error) {
+	if err := checkRecordBounds(b); err != nil {
+		return nil, fmt.Errorf("decode record: %w", err)
+	}
 	d, err := checkpoint.DecodeRecord(b)
 	if err != nil {
 		return nil, err
