@@ -377,10 +377,19 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 			res.EndOffset, orNone(res.LastID))
 		return errInterrupted
 	case errors.Is(err, checkpoint.ErrFenced):
-		return fmt.Errorf("%w (another process took over this store's job: stop one of them)", err)
+		return fencedError{err}
 	}
 	return err
 }
+
+// fencedError says once that another process took over the job: the
+// layers under the demo each say it in their words, three times in all.
+type fencedError struct{ err error }
+
+func (e fencedError) Error() string {
+	return "fenced: another process took over this store's job; this one stopped without touching it (stop one of them)"
+}
+func (e fencedError) Unwrap() error { return e.err }
 
 // lockDemoDir takes the lock of a demo's (or a worker's) --dir
 // (demo.LockDir), saying what to do when another process holds it.
