@@ -2,9 +2,9 @@ package s3store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"crypto/tls"
 	"net"
 	"strings"
 
