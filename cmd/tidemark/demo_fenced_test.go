@@ -18,7 +18,7 @@ func TestFencedDemoSaysOnceThatAnotherNodeTookOver(t *testing.T) {
 		fmt.Errorf("blobstorage: save %q: %w", checkpoint.NewID(3), checkpoint.ErrFenced))
 	var stderr bytes.Buffer
 	a := &app{env: env{stdout: &bytes.Buffer{}, stderr: &stderr, getenv: func(string) string { return "" }}}
-	err := a.finishDemo(t.Context(), demo.Result{}, chain, map[string]any{}, func(string, ...any) {}, func() {})
+	err := a.finishDemo(t.Context(), demo.Result{}, chain, map[string]any{}, func(string, ...any) {}, func() {}, nil)
 	if !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("finishDemo: %v, want an error wrapping checkpoint.ErrFenced", err)
 	}

@@ -296,7 +296,7 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 	return a.finishDemo(ctx, res.Result, err, summary, say, func() {
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
-	})
+	}, latestCompletedOf(cfg.Storage))
 }
 
 // slotsOf says which slots: "the worker of slot 1", "the workers of
