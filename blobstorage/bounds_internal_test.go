@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -168,5 +169,23 @@ func TestPeakHeapDecodingLargestRecords(t *testing.T) {
 				t.Errorf("peak heap %d bytes, over the documented %d", used, bound)
 			}
 		})
+	}
+}
+
+func TestHugeRecordOrPointerIsRefusedWithoutReadingItWhole(t *testing.T) {
+	bs := memstore.New()
+	s := New(bs, t.TempDir(), Options{})
+	huge := bytes.Repeat([]byte{' '}, checkpoint.MaxRecordBytes+1)
+	id := checkpoint.NewID(1)
+	for _, key := range []string{recordKey(id), keyLatestCompleted} {
+		if err := bs.Put(t.Context(), key, bytes.NewReader(huge)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.LoadRecord(t.Context(), id); !errors.Is(err, checkpoint.ErrRecordTooLarge) {
+		t.Errorf("LoadRecord of a record over MaxRecordBytes: %v, want ErrRecordTooLarge", err)
+	}
+	if _, err := s.LoadLatestCompleted(t.Context()); !errors.Is(err, checkpoint.ErrRecordTooLarge) {
+		t.Errorf("LoadLatestCompleted through a pointer over MaxRecordBytes: %v, want ErrRecordTooLarge", err)
 	}
 }

@@ -136,7 +136,7 @@ func (s *Storage) assembleLocked(ctx context.Context, data *checkpoint.Checkpoin
 // that does not describe what its key says wraps archive.ErrCorrupt.
 func (s *Storage) readPart(ctx context.Context, id string, epoch uint64, owner, worker string) (*Part, error) {
 	key := partKey(id, epoch, owner, worker)
-	b, err := s.getRecordBytes(ctx, key)
+	b, err := s.getBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, fmt.Errorf("owner %q: no part of worker %q under epoch %d (%s): %w", owner, worker, epoch, key, ErrPartMissing)
 	}

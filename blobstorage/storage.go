@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -291,18 +290,11 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 	return etag, nil
 }
 
-func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
-	rc, err := s.bs.Get(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
-}
 
-// getRecordBytes reads a record or a part, refusing one over
-// checkpoint.MaxRecordBytes before holding more than that.
-func (s *Storage) getRecordBytes(ctx context.Context, key string) ([]byte, error) {
+// getBytes reads a record, a part or a pointer, refusing one over
+// checkpoint.MaxRecordBytes before holding more than that: whoever can
+// write to the store can make any of them huge.
+func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
 	rc, err := s.bs.Get(ctx, key)
 	if err != nil {
 		return nil, err
@@ -365,7 +357,7 @@ func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) 
 		}
 		etag = info.ETag
 	}
-	b, err := s.getRecordBytes(ctx, key)
+	b, err := s.getBytes(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, "", checkpoint.ErrNotFound
 	}
