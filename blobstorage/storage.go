@@ -290,7 +290,6 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 	return etag, nil
 }
 
-
 // getBytes reads a record, a part or a pointer, refusing one over
 // checkpoint.MaxRecordBytes before holding more than that: whoever can
 // write to the store can make any of them huge.
