@@ -19,9 +19,10 @@ import (
 //
 // Memory. With the limits below, decoding the largest accepted record
 // peaks under 3 × MaxRecordBytes + 16 MiB above the record's own bytes,
-// the bound package archive states for a manifest (see
-// TestPeakHeapDecodingLargestRecords). Without them a 60 MiB record of
-// 4.4 million empty operators took 1.5 GiB and 22 s.
+// the bound package archive states for a manifest, as measured on crafted
+// records at the limits (TestPeakHeapRestoringLargestRecords here,
+// TestPeakHeapDecodingLargestRecords in blobstorage). Without them a
+// 60 MiB record of 4.4 million empty operators took 1.5 GiB and 22 s.
 const (
 	// MaxRecordBytes bounds the size of a record, checked before it is
 	// read whole (the record of an archive is bounded by the manifest).
