@@ -23,10 +23,15 @@
 // are refused with an error that names them.
 //
 // The archive is exactly that: the tar entries, the end-of-archive marker
-// (two zero blocks), at most one tar record (10 KiB) of zero padding, and
-// for zstd the end of the frame, then the end of the input. MANIFEST.json
+// (two zero blocks), zero padding of any length (tar pads to its record
+// size, which the writer chooses), and for zstd the end of the frame, then the end of the input. MANIFEST.json
 // is strict JSON and valid UTF-8: "version" first, then "record" and
 // "files", each once, and nothing else.
+//
+// The record is opaque here: this package checks only that it is valid
+// JSON within the manifest's size. Package checkpoint decodes it, under
+// its record limits (checkpoint.MaxOwners and the others), before any
+// file is extracted.
 //
 // # Streaming
 //

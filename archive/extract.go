@@ -11,7 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 )
@@ -145,23 +145,39 @@ func (ar *Reader) Extract(ctx context.Context, root *os.Root, name string) (err 
 	}
 
 	// The directories to sync: every one that holds an extracted file,
-	// and their ancestors; keys are substrings of the paths.
+	// and their ancestors; keys are substrings of the paths. Files are
+	// created through a handle on their directory, opened once per run
+	// of files in it, rather than resolving every path from the top.
 	dirs := map[string]struct{}{".": {}}
-	lastDir := "."
+	buf := make([]byte, 64<<10)
+	lastDir, dirRoot := "", (*os.Root)(nil)
+	defer func() {
+		if dirRoot != nil {
+			dirRoot.Close()
+		}
+	}()
 	err = ar.ReadFiles(ctx, func(f File, r io.Reader) error {
 		if d := path.Dir(f.Path); d != lastDir {
 			if err := stage.MkdirAll(filepath.FromSlash(d), 0o755); err != nil {
 				return err
 			}
+			if dirRoot != nil {
+				dirRoot.Close()
+				dirRoot = nil
+			}
+			dr, err := stage.OpenRoot(filepath.FromSlash(d))
+			if err != nil {
+				return err
+			}
+			dirRoot, lastDir = dr, d
 			for ; d != "."; d = path.Dir(d) {
 				if _, ok := dirs[d]; ok {
 					break
 				}
 				dirs[d] = struct{}{}
 			}
-			lastDir = path.Dir(f.Path)
 		}
-		return writeFileIn(stage, f.Path, r)
+		return writeFileIn(dirRoot, path.Base(f.Path), r, buf)
 	})
 	if err != nil {
 		return err
@@ -169,20 +185,8 @@ func (ar *Reader) Extract(ctx context.Context, root *os.Root, name string) (err 
 	// Files and directory entries must be durable before the rename
 	// publishes them. Synced only now, so that a refused archive costs no
 	// fsync.
-	for _, f := range ar.m.Files {
-		if err := syncFile(stage, f.Path); err != nil {
-			return fmt.Errorf("archive: extract %q: sync %q: %w", name, f.Path, err)
-		}
-	}
-	names := make([]string, 0, len(dirs))
-	for d := range dirs {
-		names = append(names, d)
-	}
-	slices.Sort(names)
-	for _, d := range names {
-		if err := syncDir(stage, d); err != nil {
-			return fmt.Errorf("archive: extract %q: sync %q: %w", name, d, err)
-		}
+	if err := syncAll(ctx, stage, ar.m.Files, dirs); err != nil {
+		return fmt.Errorf("archive: extract %q: %w", name, err)
 	}
 
 	if err := sameDir(root, tmp, ours); err != nil {
@@ -345,7 +349,10 @@ func removeCreated(created []string) {
 	}
 }
 
-func writeFileIn(root *os.Root, name string, r io.Reader) (err error) {
+// writeFileIn writes r to a new file name in root, copying through buf:
+// io.Copy would allocate 32 KiB per file (os.File.ReadFrom ignores a
+// buffer), which dominated the extraction of many small files.
+func writeFileIn(root *os.Root, name string, r io.Reader, buf []byte) (err error) {
 	// O_EXCL: the manifest has no duplicates, so an existing file means
 	// something is wrong; never write through whatever is there.
 	f, err := root.OpenFile(filepath.FromSlash(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -357,8 +364,83 @@ func writeFileIn(root *os.Root, name string, r io.Reader) (err error) {
 			err = cerr
 		}
 	}()
-	_, err = io.Copy(f, r)
+	_, err = io.CopyBuffer(struct{ io.Writer }{f}, r, buf)
 	return err
+}
+
+// syncConcurrency is how many fsyncs run at once. The file system batches
+// concurrent fsyncs into one journal commit: 100,000 one by one took 16 s.
+const syncConcurrency = 32
+
+// syncAll fsyncs every file of files and every directory of dirs under
+// stage, in parallel: only their completion, before the rename that
+// publishes them, matters to durability, not their order. Each worker
+// takes one directory at a time and opens its files by name in it.
+func syncAll(ctx context.Context, stage *os.Root, files []File, dirs map[string]struct{}) error {
+	byDir := map[string][]string{}
+	for _, f := range files {
+		d := path.Dir(f.Path)
+		byDir[d] = append(byDir[d], path.Base(f.Path))
+	}
+	for d := range dirs {
+		if _, ok := byDir[d]; !ok {
+			byDir[d] = nil
+		}
+	}
+	work := make(chan string)
+	errs := make(chan error, syncConcurrency)
+	var wg sync.WaitGroup
+	for range min(syncConcurrency, len(byDir)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				if err := syncDirAndFiles(stage, d, byDir[d]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+send:
+	for d := range byDir {
+		select {
+		case work <- d:
+		case err = <-errs:
+			break send
+		case <-ctx.Done():
+			err = ctx.Err()
+			break send
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// syncDirAndFiles fsyncs the files names in directory d, then d itself.
+func syncDirAndFiles(stage *os.Root, d string, names []string) error {
+	dr, err := stage.OpenRoot(filepath.FromSlash(d))
+	if err != nil {
+		return fmt.Errorf("sync %q: %w", d, err)
+	}
+	defer dr.Close()
+	for _, n := range names {
+		if err := syncFile(dr, n); err != nil {
+			return fmt.Errorf("sync %q: %w", path.Join(d, n), err)
+		}
+	}
+	if err := syncDir(dr, "."); err != nil {
+		return fmt.Errorf("sync %q: %w", d, err)
+	}
+	return nil
 }
 
 // syncFile fsyncs a file, opened without following a final symbolic link.

@@ -153,6 +153,9 @@ func (s *Storage) readPart(ctx context.Context, id string, epoch uint64, owner, 
 	if err != nil {
 		return nil, fmt.Errorf("owner %q: read part %s: %w", owner, key, err)
 	}
+	if err := checkPartBounds(b); err != nil {
+		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+	}
 	var p Part
 	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)

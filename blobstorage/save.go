@@ -229,6 +229,10 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 func (s *Storage) writeRecordLocked(ctx context.Context, rec *Record) error {
 	key := recordKey(rec.ID)
 	body := encodeJSON(rec)
+	// Write nothing that a read would refuse: the store would be stuck.
+	if err := checkRecordBounds(body); err != nil {
+		return err
+	}
 	if etag, ok := s.recordETag[rec.ID]; ok {
 		newETag, err := s.bs.PutIfMatch(ctx, key, etag, bytes.NewReader(body))
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -291,13 +290,16 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 	return etag, nil
 }
 
+// getBytes reads a record, a part or a pointer, refusing one over
+// checkpoint.MaxRecordBytes before holding more than that: whoever can
+// write to the store can make any of them huge.
 func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
 	rc, err := s.bs.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	return io.ReadAll(rc)
+	return checkpoint.ReadRecordBytes(rc)
 }
 
 func encodeJSON(v any) []byte {
@@ -405,6 +407,9 @@ func validateFiles(d *checkpoint.CheckpointData, files map[string][]FileRef) err
 // (valid id and status) plus checks on the file references, which a
 // restore turns into local paths.
 func decodeRecord(b []byte) (*Record, error) {
+	if err := checkRecordBounds(b); err != nil {
+		return nil, fmt.Errorf("decode record: %w", err)
+	}
 	d, err := checkpoint.DecodeRecord(b)
 	if err != nil {
 		return nil, err

@@ -214,8 +214,12 @@ func (w *Worker) SavePart(ctx context.Context, epoch uint64, data *checkpoint.Ch
 		if p.Files == nil {
 			p.Files = []FileRef{} // an empty state dir is restored as one
 		}
+		body := encodeJSON(p)
+		if err := checkPartBounds(body); err != nil {
+			return st, fmt.Errorf("blobstorage: save part %q: owner %q: %w", id, owner, err)
+		}
 		g.Go(func() error {
-			_, err := s.bs.PutIfAbsent(gctx, partKey(id, epoch, owner, w.id), bytes.NewReader(encodeJSON(p)))
+			_, err := s.bs.PutIfAbsent(gctx, partKey(id, epoch, owner, w.id), bytes.NewReader(body))
 			if errors.Is(err, blobstore.ErrPreconditionFailed) {
 				return fmt.Errorf("owner %q: part already written (a concurrent SavePart of this worker id?): %w", owner, err)
 			}

@@ -397,8 +397,14 @@ func (c *Coordinator) fail(ctx context.Context, id string, abort bool, err error
 	c.ready, c.pending = nil, nil
 	c.mu.Unlock()
 	if abort && c.AbortSink != nil && !errors.Is(err, ErrFenced) {
-		if aerr := c.AbortSink(ctx, id); aerr != nil {
-			err = errors.Join(err, fmt.Errorf("checkpoint: %q: abort sink: %w", id, aerr))
+		// Cleanup after a failure gets a short deadline of its own, and
+		// runs even when ctx is done: a store that stalled the failed
+		// step would stall a second full operation timeout here.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		aerr := c.AbortSink(actx, id)
+		cancel()
+		if aerr != nil {
+			err = errors.Join(err, fmt.Errorf("checkpoint: %q: abort sink (within %v, after the failure): %w", id, cleanupTimeout, aerr))
 		}
 	}
 	select {
@@ -406,6 +412,10 @@ func (c *Coordinator) fail(ctx context.Context, id string, abort bool, err error
 	default: // only the first error is reported
 	}
 }
+
+// cleanupTimeout bounds the sink abort after a failure. A healthy store
+// aborts in a few requests; a stalled one must not double the wait.
+var cleanupTimeout = 10 * time.Second
 
 func (c *Coordinator) logger() *slog.Logger {
 	if c.Logger == nil {

@@ -406,3 +406,43 @@ func TestCoordinatorCancelledContextIsFatalAndAborts(t *testing.T) {
 		t.Fatalf("not aborted: %q", f.log.get())
 	}
 }
+
+// A store that stops answering stalled the failed step for its whole
+// operation timeout, and then the sink abort for a second one (93 s in
+// all on S3): the abort after a failure has a short deadline of its own,
+// and the error says that the abort stalled too.
+func TestCoordinatorAbortAfterAFailureIsBoundedAndNamed(t *testing.T) {
+	defer SetCleanupTimeout(200 * time.Millisecond)()
+	f := newCoordFixture(t)
+	f.fs.saveErr = errBoom
+	f.c.AbortSink = func(ctx context.Context, id string) error {
+		// A stalled store: only a deadline ends the abort (or, so that
+		// the test fails rather than hangs without one, 8 s).
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sink abort %s: %w", id, ctx.Err())
+		case <-time.After(8 * time.Second):
+			return fmt.Errorf("sink abort %s: no deadline", id)
+		}
+	}
+	f.c.Start(ctx)
+	id := NewID(1)
+	start := time.Now()
+	f.c.OnBarrierInjected(id, []byte("o"))
+	f.c.OnStateSnapshot(id, nil, nil)
+	f.c.OnSinkPrepared(id, nil)
+	err := waitFor(t, f.c.Fatal(), "fatal error")
+	waited := time.Since(start)
+	f.c.Stop()
+	if waited > 5*time.Second {
+		t.Errorf("the failure was reported after %v, want about the 200ms cleanup deadline", waited)
+	}
+	if !errors.Is(err, errBoom) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fatal = %v, want the failure and the abort's deadline", err)
+	}
+	for _, want := range []string{"persist prepared", "abort sink"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("fatal error does not say %q: %v", want, err)
+		}
+	}
+}

@@ -142,8 +142,12 @@ func ValidateRecord(d *CheckpointData) error {
 
 // DecodeRecord decodes a record as every Storage writes it and checks that
 // it names a valid id, a known status and valid state directories (see
-// ValidateStateDirs).
+// ValidateStateDirs). The record limits (MaxRecordBytes and the others)
+// are checked first, on the raw bytes: a refusal wraps ErrRecordTooLarge.
 func DecodeRecord(b []byte) (*CheckpointData, error) {
+	if err := CheckRecordBounds(b); err != nil {
+		return nil, fmt.Errorf("checkpoint: decode record: %w", err)
+	}
 	var d CheckpointData
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("checkpoint: decode record: %w", err)

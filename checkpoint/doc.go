@@ -31,6 +31,18 @@
 // Pointers never move backwards, and a record is durable before a pointer
 // names it. SweepOrphans removes state directories without a record.
 //
+// # Records are untrusted input
+//
+// A record may come from a savepoint made elsewhere or from an object
+// anyone with write access can replace. DecodeRecord checks the record
+// limits on the raw bytes before decoding: MaxRecordBytes, MaxOwners,
+// MaxOperators, MaxSourceEntries, MaxNameBytes and MaxValueBytes
+// (blobstorage adds MaxRecordFiles and MaxRemoteObjects). Every Storage
+// checks them before it writes a record too, so what is saved can be
+// read. A refusal wraps ErrRecordTooLarge. Within the limits, decoding
+// or restoring the largest record peaks under 3 × MaxRecordBytes +
+// 16 MiB of heap, the bound of an archive's manifest.
+//
 // # Checkpoints in the object store
 //
 // BlobStorage implements Storage on any blobstore.Blobstore, so a job on

@@ -94,6 +94,10 @@ func (s *FileStorage) writeRecordLocked(ctx context.Context, data *CheckpointDat
 	if err != nil {
 		return err
 	}
+	// Write nothing that a read would refuse: the store would be stuck.
+	if err := CheckRecordBounds(b); err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", data.ID, err)
+	}
 	if err := writeFileAtomic(ctx, s.dir, data.ID+recordExt, b); err != nil {
 		return fmt.Errorf("checkpoint: save %q: %w", data.ID, err)
 	}
@@ -193,7 +197,7 @@ func (s *FileStorage) LoadSpecific(ctx context.Context, id string) (*CheckpointD
 }
 
 func (s *FileStorage) readRecord(id string) (*CheckpointData, error) {
-	b, err := os.ReadFile(filepath.Join(s.dir, id+recordExt))
+	b, err := readFileBounded(filepath.Join(s.dir, id+recordExt))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%q: %w", id, ErrNotFound)
 	}
@@ -319,4 +323,15 @@ func writeFileAtomic(ctx context.Context, dir, name string, data []byte) (err er
 		return err
 	}
 	return fsync.Dir(dir)
+}
+
+// readFileBounded reads a record file, refusing one over MaxRecordBytes
+// before holding more than that.
+func readFileBounded(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadRecordBytes(f)
 }

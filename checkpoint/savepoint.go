@@ -32,7 +32,7 @@ var (
 	ErrInvalidLabel = errors.New("checkpoint: invalid savepoint label")
 	// ErrNoCompleted is returned (wrapped) by CreateSavepoint when the
 	// source has no completed checkpoint to promote.
-	ErrNoCompleted = errors.New("checkpoint: no completed checkpoint")
+	ErrNoCompleted = errors.New("no completed checkpoint")
 )
 
 // SavepointKey returns the blobstore key for a named savepoint:

@@ -2,13 +2,16 @@ package filestore_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,4 +234,59 @@ func blobstoretestKeys(t *testing.T, bs blobstore.Blobstore) []string {
 		keys = append(keys, info.Key)
 	}
 	return keys
+}
+
+func TestWaitingForTheLockIsSaidAtOnce(t *testing.T) {
+	// A frozen holder left the waiting writer silent for the whole lock
+	// timeout (30 s by default): it must say at once what it waits for.
+	dir := t.TempDir()
+	stoppedLockHolder(t, dir)
+	var logs syncBuffer
+	s, err := filestore.NewWithOptions(dir, filestore.Options{
+		LockTimeout: 20 * time.Second,
+		Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.PutIfAbsent(ctx, "jobs/_writer", strings.NewReader("new writer"))
+		done <- err
+	}()
+	lockPath := filepath.Join(dir, "jobs")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "waiting for the lock") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("PutIfAbsent: %v, want context.Canceled", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "waiting for the lock") || !strings.Contains(out, lockPath) || !strings.Contains(out, "20s") {
+		t.Fatalf("within 10 s of waiting the store said %q; want that it waits for the lock on %s, for up to 20s", out, lockPath)
+	}
+	if n := strings.Count(out, "waiting for the lock"); n != 1 {
+		t.Errorf("said %d times that it waits, want once:\n%s", n, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

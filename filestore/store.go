@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -50,6 +51,11 @@ type Options struct {
 	// with ErrLocked; DefaultLockTimeout if zero, no bound but the
 	// context's if negative. The wait always ends when the context does.
 	LockTimeout time.Duration
+	// Logger, if set, is told at once when a write finds a directory's
+	// lock held by another process and waits for it (a frozen process
+	// would otherwise leave the caller silent for LockTimeout). The
+	// URL opener takes it from blobstore.LoggerFromContext.
+	Logger *slog.Logger
 	// MustExist makes a missing root directory an error (ErrStoreNotFound)
 	// for every operation, reads and writes alike, instead of an empty
 	// store that the first write creates. Read-only tools set it.
@@ -63,6 +69,7 @@ type Store struct {
 	dir         string
 	lockTimeout time.Duration // 0: none
 	mustExist   bool
+	logger      *slog.Logger
 	bufs        sync.Pool // *[]byte of copyBufferSize
 
 	// beforeRename, if set (by tests only), runs in a write between the
@@ -88,7 +95,7 @@ func NewWithOptions(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: new %q: %w", dir, err)
 	}
-	s := &Store{dir: abs, mustExist: opts.MustExist}
+	s := &Store{dir: abs, mustExist: opts.MustExist, logger: opts.Logger}
 	switch {
 	case opts.LockTimeout == 0:
 		s.lockTimeout = DefaultLockTimeout

@@ -18,7 +18,7 @@ func init() {
 // OpenURL opens the Store a file URL names. It is the opener registered
 // for the "file" scheme; see the package documentation for the forms it
 // accepts.
-func OpenURL(_ context.Context, u *url.URL) (blobstore.Blobstore, error) {
+func OpenURL(ctx context.Context, u *url.URL) (blobstore.Blobstore, error) {
 	dir, err := urlDir(u)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", blobstore.ErrInvalidURL, u.Redacted(), err)
@@ -27,6 +27,7 @@ func OpenURL(_ context.Context, u *url.URL) (blobstore.Blobstore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", blobstore.ErrInvalidURL, u.Redacted(), err)
 	}
+	opts.Logger = blobstore.LoggerFromContext(ctx) // nil: says nothing
 	return NewWithOptions(dir, opts)
 }
 

@@ -316,6 +316,10 @@ const (
 	lockPollMax = 20 * time.Millisecond
 )
 
+// lockWaitNotice is how long a write waits for a lock before it says so:
+// a healthy writer holds one for milliseconds.
+const lockWaitNotice = 200 * time.Millisecond
+
 // lockDir takes the lock of dir (the directory comps under the root),
 // waiting at most the Store's lock timeout and never past ctx.
 func (s *Store) lockDir(ctx context.Context, dir *os.Root, comps []string) (*dirLock, error) {
@@ -328,6 +332,7 @@ func (s *Store) lockDir(ctx context.Context, dir *os.Root, comps []string) (*dir
 		deadline = time.Now().Add(s.lockTimeout)
 	}
 	var timer *time.Timer
+	start, noticed := time.Now(), false
 	for wait := lockPollMin; ; wait = min(2*wait, lockPollMax) {
 		err := flock(f, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -347,6 +352,16 @@ func (s *Store) lockDir(ctx context.Context, dir *os.Root, comps []string) (*dir
 			return nil, fmt.Errorf("%w: the lock (flock) on %s has been held for over %v; "+
 				"another process holds it and is not finishing its write: stopped (SIGSTOP, docker pause, a debugger) or hung? "+
 				"(fuser -v %s shows who has it open)", ErrLocked, p, s.lockTimeout, p)
+		}
+		if !noticed && s.logger != nil && time.Since(start) >= lockWaitNotice {
+			noticed = true
+			p := filepath.Join(append([]string{s.dir}, comps...)...)
+			limit := "until interrupted"
+			if s.lockTimeout > 0 {
+				limit = "for up to " + s.lockTimeout.String()
+			}
+			s.logger.Warn("filestore: waiting for the lock (flock) on "+p+", held by another process; "+
+				"stopped or hung? (fuser -v "+p+" shows who has it open)", "dir", p, "waits", limit)
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)

@@ -2,10 +2,13 @@ package s3store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -25,6 +28,9 @@ var (
 	// ErrUnreachable is returned when no connection to the endpoint could
 	// be made.
 	ErrUnreachable = errors.New("s3store: endpoint unreachable")
+	// ErrNotTLS is returned when an https endpoint answers in plain
+	// HTTP: a wrong URL, not an outage, so it is never retried.
+	ErrNotTLS = errors.New("s3store: the endpoint does not speak TLS")
 	// ErrConditionsIgnored is returned by Probe when the endpoint accepts
 	// a conditional write whose condition does not hold. It is
 	// blobstore.ErrConditionsIgnored, which store-independent callers
@@ -74,6 +80,26 @@ func holds(err, target error) bool {
 func isNetTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isNotTLS reports whether err is a TLS handshake answered by a server
+// that is not speaking TLS (most often plain HTTP on that port).
+func isNotTLS(err error) bool {
+	var rh tls.RecordHeaderError
+	// net/http turns the record header error of an HTTP answer into an
+	// unexported error of its own: only its text identifies it.
+	return errors.As(err, &rh) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// noRetryNotTLS stops the retryer from retrying a TLS handshake that met
+// plain HTTP: every attempt would fail alike until the operation timeout.
+type noRetryNotTLS struct{}
+
+func (noRetryNotTLS) IsErrorRetryable(err error) aws.Ternary {
+	if isNotTLS(err) {
+		return aws.FalseTernary
+	}
+	return aws.UnknownTernary
 }
 
 // isPrecondition reports whether err says a condition did not hold. 304
@@ -133,6 +159,9 @@ func (s *Store) wrap(op, key string, err error, conditional bool) error {
 		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q): %w", op, key, ErrUnreachable, s.endpoint, s.bucket, err)
 	case errors.Is(err, ErrTimeout):
 		return fmt.Errorf("s3store: %s %q: %s (bucket %q): %w", op, key, s.endpoint, s.bucket, err)
+	case isNotTLS(err):
+		return fmt.Errorf("s3store: %s %q: %w: %s (bucket %q) answers plain HTTP; use http:// in the endpoint, or the port that serves TLS: %w",
+			op, key, ErrNotTLS, s.endpoint, s.bucket, err)
 	case holds(err, context.Canceled) || holds(err, context.DeadlineExceeded):
 		// The caller's context, not one of ours.
 		return fmt.Errorf("s3store: %s %q: %w", op, key, err)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,5 +335,37 @@ func TestRetriesAreLoggedOncePerInterval(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the retry warning lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestHTTPSAgainstPlainHTTPIsNotRetried(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	endpoint := "https://" + srv.Listener.Addr().String()
+	s, err := New(t.Context(), Options{
+		Bucket: "b", Endpoint: endpoint, PathStyle: true,
+		AccessKey: "a", SecretKey: "s", MaxAttempts: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Stat(t.Context(), "k")
+	if !errors.Is(err, ErrNotTLS) {
+		t.Fatalf("Stat over https against a plain-HTTP server: %v, want ErrNotTLS", err)
+	}
+	if !strings.Contains(err.Error(), endpoint) || !strings.Contains(err.Error(), "http://") {
+		t.Errorf("error does not name the endpoint %s and say to use http://: %v", endpoint, err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for one Stat with 5 attempts allowed: a wrong URL was retried as if transient", n)
 	}
 }

@@ -260,6 +260,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 				// stops retrying at all (FLINK-40387). Backoff with jitter
 				// is what spreads the load.
 				o.RateLimiter = ratelimit.None
+				// First: the first retryable with an answer decides, and
+				// the SDK's own would call a TLS mismatch a connection
+				// error worth retrying.
+				o.Retryables = append([]retry.IsErrorRetryable{noRetryNotTLS{}}, o.Retryables...)
 				o.Retryables = append(o.Retryables, retryConditionalConflict{})
 			})}
 		}),

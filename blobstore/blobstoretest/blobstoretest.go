@@ -93,6 +93,7 @@ func Run(t *testing.T, open func(t *testing.T) blobstore.Blobstore, opts Options
 	p.Run("PutIfAbsentRace", s.testPutIfAbsentRace)
 	p.Run("PutReaderFails", s.testPutReaderFails)
 	p.Run("PutContextCancelled", s.testPutContextCancelled)
+	p.Run("ContextCancelled", s.testContextCancelled)
 	p.Run("Delete", s.testDelete)
 }
 
@@ -852,6 +853,59 @@ func (s *suite) testPutContextCancelled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testContextCancelled checks that every method refuses a context that
+// is already cancelled, reads as well as writes, and changes nothing.
+func (s *suite) testContextCancelled(t *testing.T) {
+	bs := s.open(t)
+	mustPut(t, bs, "c/1", []byte("one"))
+	info, err := bs.Stat(ctxFor(t), "c/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etag := info.ETag
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	cancel()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Get", func() error { return closeIfOpen(bs.Get(ctx, "c/1")) }},
+		{"GetRange", func() error { return closeIfOpen(bs.GetRange(ctx, "c/1", 0, 1)) }},
+		{"Stat", func() error { _, err := bs.Stat(ctx, "c/1"); return err }},
+		{"Exists", func() error { _, err := bs.Exists(ctx, "c/1"); return err }},
+		{"List", func() error {
+			for _, err := range bs.List(ctx, "c/") {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"Put", func() error { return bs.Put(ctx, "c/1", Stream([]byte("put"))) }},
+		{"PutIfAbsent", func() error { _, err := bs.PutIfAbsent(ctx, "c/2", Stream([]byte("new"))); return err }},
+		{"PutIfMatch", func() error { _, err := bs.PutIfMatch(ctx, "c/1", etag, Stream([]byte("cas"))); return err }},
+		{"Delete", func() error { return bs.Delete(ctx, "c/1") }},
+	}
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context: got error %v, want one wrapping %v", c.name, err, context.Canceled)
+		}
+	}
+	if got := ListKeys(t, bs, ""); !slices.Equal(got, []string{"c/1"}) {
+		t.Fatalf("after calls with a cancelled context the store holds %q, want [c/1]", got)
+	}
+	sameBytes(t, "c/1 after calls with a cancelled context", mustGet(t, bs, "c/1"), []byte("one"))
+}
+
+// closeIfOpen closes the reader of a Get that succeeded and returns its
+// error.
+func closeIfOpen(rc io.ReadCloser, err error) error {
+	if err == nil {
+		rc.Close()
+	}
+	return err
 }
 
 func (s *suite) testDelete(t *testing.T) {

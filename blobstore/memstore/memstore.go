@@ -112,9 +112,13 @@ func (s *Store) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (
 	return s.put(ctx, "put-if-match", key, r, func(cur object, ok bool) bool { return ok && cur.etag == etag })
 }
 
-func (s *Store) lookup(op, key string) (object, error) {
+func (s *Store) lookup(ctx context.Context, op, key string) (object, error) {
 	if err := blobstore.ValidateKey(key); err != nil {
 		return object{}, fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	// A real store fails a cancelled request: so must the one tests use.
+	if err := ctx.Err(); err != nil {
+		return object{}, fmt.Errorf("memstore: %s %q: %w", op, key, err)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -132,7 +136,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // GetRange implements blobstore.Blobstore.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	o, err := s.lookup("get", key)
+	o, err := s.lookup(ctx, "get", key)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +154,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 
 // Stat implements blobstore.Blobstore.
 func (s *Store) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
-	o, err := s.lookup("stat", key)
+	o, err := s.lookup(ctx, "stat", key)
 	if err != nil {
 		return blobstore.ObjectInfo{}, err
 	}
@@ -178,6 +182,10 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 			yield(blobstore.ObjectInfo{}, fmt.Errorf("memstore: list: %w", err))
 			return
 		}
+		if err := ctx.Err(); err != nil {
+			yield(blobstore.ObjectInfo{}, fmt.Errorf("memstore: list %q: %w", prefix, err))
+			return
+		}
 		s.mu.RLock()
 		var infos []blobstore.ObjectInfo
 		for k, o := range s.objects {
@@ -203,6 +211,9 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("memstore: delete: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: delete %q: %w", key, err)
 	}
 	s.mu.Lock()
 	delete(s.objects, key)

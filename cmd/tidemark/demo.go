@@ -318,7 +318,25 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	return a.finishDemo(ctx, res, err, summary, say, func() {
 		say("done in %s: %s this run, %s uploaded in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), humanBytes(upBytes), plural(upObjects, "object"))
-	})
+	}, latestCompletedOf(storage))
+}
+
+// latestCompletedOf returns a lookup of the latest completed checkpoint
+// of storage, for storeLastCompleted: the pointer alone where the
+// storage can read it, else the record it names.
+func latestCompletedOf(storage checkpoint.Storage) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		if p, ok := storage.(interface {
+			PointerID(context.Context, string) (string, error)
+		}); ok {
+			return p.PointerID(ctx, blobstorage.PointerLatestCompleted)
+		}
+		cp, err := storage.LoadLatestCompleted(ctx)
+		if err != nil || cp == nil {
+			return "", err
+		}
+		return cp.ID, nil
+	}
 }
 
 // demoSummary is what the JSON summary of every demo run holds; the
@@ -342,8 +360,9 @@ func demoSummary(storeURL, dir string, res demo.Result, upBytes, upObjects int64
 
 // finishDemo reports how a demo run ended: the exactly-once check (text,
 // or JSON with summary), then done; an interruption once; a fenced run
-// with what to do.
-func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summary map[string]any, say func(string, ...any), done func()) error {
+// with what to do. lastCompleted reads the store's latest completed
+// checkpoint, for a run stopped before it learned it.
+func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summary map[string]any, say func(string, ...any), done func(), lastCompleted func(context.Context) (string, error)) error {
 	switch {
 	case err == nil || errors.Is(err, demo.ErrNotExactlyOnce):
 		summary["exactly_once"] = res.Check.OK()
@@ -370,17 +389,26 @@ func (a *app) finishDemo(ctx context.Context, res demo.Result, err error, summar
 		// --timeout, not a signal: say which, keeping the resume hint.
 		cause := context.Cause(ctx)
 		say("%v at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
-			cause, res.EndOffset, orNone(res.LastID))
+			cause, res.EndOffset, storeLastCompleted(ctx, res.LastID, lastCompleted))
 		return quietError{cause}
 	case ctx.Err() != nil:
 		say("interrupted at record %d; the last completed checkpoint is %s. Run the same command again to resume.",
-			res.EndOffset, orNone(res.LastID))
+			res.EndOffset, storeLastCompleted(ctx, res.LastID, lastCompleted))
 		return errInterrupted
 	case errors.Is(err, checkpoint.ErrFenced):
-		return fmt.Errorf("%w (another process took over this store's job: stop one of them)", err)
+		return fencedError{err}
 	}
 	return err
 }
+
+// fencedError says once that another process took over the job: the
+// layers under the demo each say it in their words, three times in all.
+type fencedError struct{ err error }
+
+func (e fencedError) Error() string {
+	return "fenced: another process took over this store's job; this one stopped without touching it (stop one of them)"
+}
+func (e fencedError) Unwrap() error { return e.err }
 
 // lockDemoDir takes the lock of a demo's (or a worker's) --dir
 // (demo.LockDir), saying what to do when another process holds it.
@@ -401,6 +429,27 @@ func lockDemoDir(dir string) (func(), error) {
 // (exit 130, 143): the demo has said so already, so it is not printed
 // again (see quietError).
 var errInterrupted error = quietError{fmt.Errorf("interrupted: %w", context.Canceled)}
+
+// lastCompletedLookup bounds the read of the store's latest completed
+// checkpoint after an interruption: the store may be what stalled.
+const lastCompletedLookup = 3 * time.Second
+
+// storeLastCompleted names the last completed checkpoint for the message
+// of an interrupted run: the run's own, else the store's. A run stopped
+// early (waiting for a lock, say) knows none, but the store may hold
+// some: it is read, under a short deadline, never misstated as none.
+func storeLastCompleted(ctx context.Context, runs string, lookup func(context.Context) (string, error)) string {
+	if runs != "" || lookup == nil {
+		return orNone(runs)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastCompletedLookup)
+	defer cancel()
+	id, err := lookup(ctx)
+	if err != nil {
+		return "unknown (the store did not say: " + err.Error() + ")"
+	}
+	return orNone(id)
+}
 
 func orNone(s string) string {
 	if s == "" {

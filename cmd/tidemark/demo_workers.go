@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 
@@ -128,12 +129,35 @@ is lost. --dir is locked while the worker runs: one worker per directory.`,
 			return err
 		},
 	}
+	hideIgnoredGlobalFlags(cmd, "store", "output", "progress")
 	fl := cmd.Flags()
 	fl.StringVar(&coord, "coordinator", "", "the coordinator's address for workers, HOST:PORT")
 	fl.IntVar(&slot, "slot", -1, "the worker's slot, 0 … N-1")
 	fl.StringVar(&dir, "dir", "", "local working directory of the worker (should be empty)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics (its parts, restores and store operations) at http://ADDR/metrics (empty: none)")
 	return cmd
+}
+
+// hideIgnoredGlobalFlags keeps the global flags names out of cmd's help:
+// a worker is told its store by the coordinator and prints no report.
+// The flags are shared with every command, so they are hidden only while
+// cmd's help is written.
+func hideIgnoredGlobalFlags(cmd *cobra.Command, names ...string) {
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		var hidden []*pflag.Flag
+		for _, n := range names {
+			if f := c.InheritedFlags().Lookup(n); f != nil && !f.Hidden {
+				f.Hidden = true
+				hidden = append(hidden, f)
+			}
+		}
+		defer func() {
+			for _, f := range hidden {
+				f.Hidden = false
+			}
+		}()
+		c.Parent().HelpFunc()(c, args)
+	})
 }
 
 // checkHostPort checks a worker's --coordinator: HOST:PORT with a port
@@ -272,7 +296,7 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 	return a.finishDemo(ctx, res.Result, err, summary, say, func() {
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))
-	})
+	}, latestCompletedOf(cfg.Storage))
 }
 
 // slotsOf says which slots: "the worker of slot 1", "the workers of

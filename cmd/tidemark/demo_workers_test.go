@@ -155,3 +155,27 @@ func TestDemoWithWorkersRefusesBadFlags(t *testing.T) {
 		t.Errorf("demo worker without --coordinator: exit %d, want %d\n%s", code, exitUsage, errOut)
 	}
 }
+
+func TestDemoWorkerHelpListsOnlyFlagsAWorkerUses(t *testing.T) {
+	out, _, code := tm(t, "", "demo", "worker", "--help")
+	if code != 0 {
+		t.Fatalf("demo worker --help: exit %d", code)
+	}
+	// The coordinator names the store; a worker prints no report. (The
+	// example of a coordinator above the flags may name --store.)
+	_, flags, _ := strings.Cut(out, "\nFlags:")
+	for _, ignored := range []string{"--store", "--output", "--progress"} {
+		if strings.Contains(flags, ignored) {
+			t.Errorf("demo worker --help lists %s, which a worker ignores:\n%s", ignored, out)
+		}
+	}
+	for _, used := range []string{"--coordinator", "--slot", "--dir", "--log-level", "--timeout"} {
+		if !strings.Contains(flags, used) {
+			t.Errorf("demo worker --help does not list %s:\n%s", used, out)
+		}
+	}
+	// Hidden only in the worker's help: the demo's still lists them.
+	if out, _, _ := tm(t, "", "demo", "--help"); !strings.Contains(out, "--store") || !strings.Contains(out, "--output") {
+		t.Errorf("demo --help after demo worker --help lost the global flags:\n%s", out)
+	}
+}

@@ -56,6 +56,9 @@ A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.' or '-'.`,
 			if errors.Is(err, checkpoint.ErrSavepointExists) {
 				return existsError(ctx, bs, label, "the store", err) // created meanwhile
 			}
+			if errors.Is(err, checkpoint.ErrNoCompleted) {
+				return fmt.Errorf("no completed checkpoint in the store to make savepoint %q of (tidemark ls lists its checkpoints)", label)
+			}
 			if err != nil {
 				return err
 			}

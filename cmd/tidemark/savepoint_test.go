@@ -163,3 +163,12 @@ func corruptSavepoint(t *testing.T, bs blobstore.Blobstore, label string) {
 		t.Fatal(err)
 	}
 }
+
+func TestSavepointCreateWithoutCompletedCheckpointSaysSoOnce(t *testing.T) {
+	dir := t.TempDir()
+	store := fileURL(dir)
+	_, errOut, code := tm(t, store, "savepoint", "create", "v1")
+	if code != 1 || strings.Count(errOut, "checkpoint:") != 0 || strings.Count(errOut, "no completed checkpoint") != 1 || !strings.Contains(errOut, `"v1"`) {
+		t.Fatalf("savepoint create on a store without a completed checkpoint: exit %d, stderr %q; want 1, saying once that there is no completed checkpoint", code, errOut)
+	}
+}

@@ -38,55 +38,69 @@ checkpoint with no record is exit 3.`,
 			return checkName(args[0], true)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			bs, s, err := a.openReader(ctx)
-			if err != nil {
-				return err
-			}
-			name := args[0]
-			if isAlias(name) {
-				// An alias names a checkpoint, never a savepoint.
-				rec, err := loadNamed(ctx, s, name)
-				if errors.Is(err, archive.ErrCorrupt) {
-					// A damaged pointer or record is a verdict: FAILED.
-					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
+			err := a.verify(cmd.Context(), args[0], deep)
+			if err != nil && a.output == "json" && !errors.As(err, new(quietError)) {
+				// No verdict was reached (store unreachable, no such
+				// name): still one document on stdout, saying so.
+				kind := "savepoint"
+				if _, perr := checkpoint.ParseID(args[0]); perr == nil || isAlias(args[0]) {
+					kind = "checkpoint"
 				}
-				if err != nil {
-					return err
-				}
-				return a.verifyCheckpointAt(ctx, bs, rec.ID, rec, deep)
+				a.emit(verifyResult{Kind: kind, Name: args[0], Error: interruptedError(cmd.Context(), err).Error()}, nil)
 			}
-			if _, err := checkpoint.ParseID(name); err == nil {
-				rec, err := s.LoadRecord(ctx, name)
-				if err == nil {
-					return a.verifyCheckpointAt(ctx, bs, name, rec, deep)
-				}
-				if errors.Is(err, archive.ErrCorrupt) {
-					return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
-				}
-				if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
-					return err
-				}
-			}
-			// Not a checkpoint of the store: a savepoint label, or nothing.
-			if checkpoint.ValidateLabel(name) != nil {
-				return fmt.Errorf("no checkpoint %q in the store (tidemark ls lists them): %w", name, checkpoint.ErrNotFound)
-			}
-			info, err := bs.Stat(ctx, checkpoint.SavepointKey(name))
-			if errors.Is(err, blobstore.ErrNotFound) {
-				return fmt.Errorf("no checkpoint or savepoint named %q in the store (tidemark ls lists them)", name)
-			}
-			if err != nil {
-				return err
-			}
-			if deep {
-				return a.verifySavepointDeep(ctx, bs, name, info.Size)
-			}
-			return a.verifySavepoint(ctx, bs, name, info.Size)
+			return err
 		},
 	}
 	addDeepFlag(cmd, &deep)
 	return cmd
+}
+
+// verify verifies the checkpoint or savepoint name and reports the
+// verdict (see reportVerify).
+func (a *app) verify(ctx context.Context, name string, deep bool) error {
+	bs, s, err := a.openReader(ctx)
+	if err != nil {
+		return err
+	}
+	if isAlias(name) {
+		// An alias names a checkpoint, never a savepoint.
+		rec, err := loadNamed(ctx, s, name)
+		if errors.Is(err, archive.ErrCorrupt) {
+			// A damaged pointer or record is a verdict: FAILED.
+			return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
+		}
+		if err != nil {
+			return err
+		}
+		return a.verifyCheckpointAt(ctx, bs, rec.ID, rec, deep)
+	}
+	if _, err := checkpoint.ParseID(name); err == nil {
+		rec, err := s.LoadRecord(ctx, name)
+		if err == nil {
+			return a.verifyCheckpointAt(ctx, bs, name, rec, deep)
+		}
+		if errors.Is(err, archive.ErrCorrupt) {
+			return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
+		}
+		if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
+			return err
+		}
+	}
+	// Not a checkpoint of the store: a savepoint label, or nothing.
+	if checkpoint.ValidateLabel(name) != nil {
+		return fmt.Errorf("no checkpoint %q in the store (tidemark ls lists them): %w", name, checkpoint.ErrNotFound)
+	}
+	info, err := bs.Stat(ctx, checkpoint.SavepointKey(name))
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("no checkpoint or savepoint named %q in the store (tidemark ls lists them)", name)
+	}
+	if err != nil {
+		return err
+	}
+	if deep {
+		return a.verifySavepointDeep(ctx, bs, name, info.Size)
+	}
+	return a.verifySavepoint(ctx, bs, name, info.Size)
 }
 
 type verifyResult struct {
