@@ -3,19 +3,22 @@ package miniotest
 import (
 	"context"
 	"path/filepath"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // serverKind is what differs between the S3 servers the harness runs:
 // how to find the binary, how to start it as a process or a container,
 // and how to tell it is ready.
 type serverKind struct {
-	name string // "minio", "versitygw"
+	name string // "minio", "versitygw", "seaweedfs"
 	// binary finds the server's binary (installed under $TIDEMARK_CACHE/bin).
 	binary func() (string, error)
 	// processArgs are the arguments of a process listening on addr
 	// (host:port) with its objects in dataDir; dir is the server's
-	// private directory, dataDir's parent.
-	processArgs func(addr, dataDir, dir string) []string
+	// private directory, dataDir's parent, where it may write files of its
+	// own (a config file, say).
+	processArgs func(addr, dataDir, dir string) ([]string, error)
 	// processEnv is added to the test binary's environment.
 	processEnv []string
 	// image returns the tag of the server's image, building it if needed.
@@ -27,14 +30,17 @@ type serverKind struct {
 	// healthPath is an unauthenticated readiness URL path, or "" when the
 	// server has none (an authenticated ListBuckets is always checked).
 	healthPath string
+	// ready, when set, is a further readiness check after ListBuckets:
+	// for a server that lists buckets before it can store objects.
+	ready func(ctx context.Context, client *s3.Client) error
 }
 
 // minioKind is the MinIO server.
 var minioKind = &serverKind{
 	name:   "minio",
 	binary: binaryPath,
-	processArgs: func(addr, dataDir, dir string) []string {
-		return []string{"server", dataDir, "--address", addr, "--certs-dir", filepath.Join(dir, "certs"), "--quiet"}
+	processArgs: func(addr, dataDir, dir string) ([]string, error) {
+		return []string{"server", dataDir, "--address", addr, "--certs-dir", filepath.Join(dir, "certs"), "--quiet"}, nil
 	},
 	processEnv: []string{
 		"MINIO_ROOT_USER=" + defaultAccessKey,

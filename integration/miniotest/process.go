@@ -18,7 +18,7 @@ import (
 // processBackend runs a server (MinIO or versitygw) as a child process of
 // the test binary.
 type processBackend struct {
-	name    string // "minio", "versitygw": for messages
+	name    string // "minio", "versitygw", "seaweedfs": for messages
 	bin     string
 	argv    []string // arguments after the binary
 	dataDir string   // MinIO's data; survives stop and start
@@ -53,7 +53,9 @@ func startProcess(ctx context.Context, k *serverKind, dir string) (*Server, erro
 		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		env:     append(os.Environ(), k.processEnv...),
 	}
-	p.argv = k.processArgs(p.addr, p.dataDir, dir)
+	if p.argv, err = k.processArgs(p.addr, p.dataDir, dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(p.dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("miniotest: data dir: %w", err)
 	}
