@@ -219,3 +219,41 @@ func TestProbeRefusesAServerWhoseConditionalWritesRace(t *testing.T) {
 		})
 	}
 }
+
+// countingTransport counts the requests sent through it, by method.
+type countingTransport struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.Method]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestProbeCostsABoundedNumberOfRequests counts what one Probe sends to
+// MinIO (it runs at every Acquire), and logs it for docs/servers.md.
+func TestProbeCostsABoundedNumberOfRequests(t *testing.T) {
+	ct := &countingTransport{n: map[string]int{}}
+	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: ct} })
+	begin := time.Now()
+	if err := s.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(begin)
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	total := 0
+	for _, n := range ct.n {
+		total += n
+	}
+	t.Logf("one Probe: %d requests %v in %v", total, ct.n, took.Round(time.Millisecond))
+	// The racing part is 2 × rounds × writers PUTs, a GET per round and
+	// a HEAD per loser; the rest is under 30 requests.
+	racing := 2*probeRaceRounds*probeRaceWriters + 2*probeRaceRounds + 2*probeRaceRounds*(probeRaceWriters-1)
+	if limit := racing + 30; total > limit {
+		t.Fatalf("one Probe sent %d requests, more than %d", total, limit)
+	}
+}
