@@ -39,9 +39,10 @@ STAMP="$BIN_DIR/weed.version"
 log() { printf 'install-seaweedfs: %s\n' "$*"; }
 
 # embedded_version prints the seaweedfs module version recorded in the
-# binary's build info (a dependency of the wrapper module), or nothing.
+# binary's build info, or nothing. The build info names the module of the
+# main package ("mod"), here seaweedfs itself, not the wrapper.
 embedded_version() {
-	go version -m "$1" 2>/dev/null | awk -v m="$MODULE" '$1 == "dep" && $2 == m { print $3; exit }'
+	go version -m "$1" 2>/dev/null | awk -v m="$MODULE" '($1 == "mod" || $1 == "dep") && $2 == m { print $3; exit }'
 }
 
 installed() {
