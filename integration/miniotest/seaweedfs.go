@@ -59,7 +59,9 @@ var seaweedEnv = []string{
 func seaweedArgs(ip, bindIP, dataDir, config string, s3Port int, ports [7]int) []string {
 	p := func(n int) string { return strconv.Itoa(n) }
 	return []string{
-		"server",
+		// Before the command: glog's flags. Its log files would
+		// otherwise go to the system's temporary directory.
+		"-logtostderr", "server",
 		"-ip=" + ip, "-ip.bind=" + bindIP,
 		"-dir=" + dataDir,
 		"-master.port=" + p(ports[4]), "-master.port.grpc=" + p(ports[0]),
@@ -73,8 +75,10 @@ func seaweedArgs(ip, bindIP, dataDir, config string, s3Port int, ports [7]int) [
 		"-master.telemetry=false",
 		// Small volumes, many slots: one bucket takes at least one.
 		"-master.volumeSizeLimitMB=64", "-volume.max=256",
-		// A graceful stop must fit in stopGrace, not wait 10 s.
-		"-volume.preStopSeconds=0",
+		// A graceful stop must fit in stopGrace, not wait 10 s. A
+		// restarted master with raft state of its own waits an election
+		// timeout (10 s) before it leads; it is alone, so 1 s will do.
+		"-volume.preStopSeconds=0", "-master.electionTimeout=1s",
 	}
 }
 
@@ -232,8 +236,8 @@ func seaweedBinary() (string, error) {
 }
 
 // depVersion returns the version of module in the build info of the
-// binary at path, as its main module or a dependency (weed is built from a
-// wrapper module, see install-seaweedfs.sh), or "".
+// binary at path, as its main module (weed's, though it is built from a
+// wrapper module: see install-seaweedfs.sh) or a dependency, or "".
 func depVersion(path, module string) string {
 	info, err := buildinfo.ReadFile(path)
 	if err != nil {
