@@ -60,6 +60,10 @@ type ProbeReport struct {
 	// Checksums says, by algorithm ("CRC32C", "CRC64NVME"), whether the
 	// endpoint verifies an upload's x-amz-checksum-* header.
 	Checksums map[string]Support
+	// KeysKeepBackslash is whether a key with '\' is stored under that
+	// key. SeaweedFS by default stores it as '/', so that two valid keys
+	// name one object.
+	KeysKeepBackslash bool
 }
 
 // Support is how an endpoint treats an optional request feature.

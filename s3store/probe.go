@@ -56,8 +56,8 @@ func (s *Store) Probe(ctx context.Context) error {
 //     every racing create through, #8800);
 //
 // then reports, without requiring them, whether DeleteObject honours
-// If-Match and whether uploads' CRC32C and CRC64NVME checksums are
-// verified, and deletes what it wrote.
+// If-Match, whether uploads' CRC32C and CRC64NVME checksums are verified
+// and whether a key with '\' keeps it, and deletes what it wrote.
 //
 // The multipart check costs one upload of a single 1-byte part (S3 lets
 // the last part, here the only one, be of any size) completed three
@@ -172,6 +172,9 @@ func (s *Store) probeReport(ctx context.Context, rounds, writers int) (report bl
 		return report, failed(err)
 	}
 	if report.Checksums, err = s.probeChecksums(ctx, base+"/checksum", written); err != nil {
+		return report, failed(err)
+	}
+	if report.KeysKeepBackslash, err = s.probeBackslash(ctx, base, written); err != nil {
 		return report, failed(err)
 	}
 	return report, nil

@@ -281,6 +281,18 @@ func (s *Store) probeChecksums(ctx context.Context, base string, written *probeK
 	return out, nil
 }
 
+// probeBackslash reports whether a key with '\' is stored as given:
+// after a PUT of base/back\slash, base/back/slash must not exist.
+func (s *Store) probeBackslash(ctx context.Context, base string, written *probeKeys) (bool, error) {
+	key, alias := base+`/back\slash`, base+"/back/slash"
+	written.add(key, alias)
+	if err := s.Put(ctx, key, strings.NewReader("probe backslash")); err != nil {
+		return false, err
+	}
+	aliased, err := s.Exists(ctx, alias)
+	return !aliased, err
+}
+
 // crc64NVME is the CRC-64/NVME table (the reflected polynomial
 // 0xad93d23594c93659), which S3 names CRC64NVME.
 var crc64NVME = crc64.MakeTable(0x9a6c9329ac4bc9b5)

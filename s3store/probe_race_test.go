@@ -51,6 +51,9 @@ func TestProbeWithManyRacingRoundsPassesOnEveryServer(t *testing.T) {
 					t.Errorf("report has an undefined value %q: %+v", v, rep)
 				}
 			}
+			if !rep.KeysKeepBackslash {
+				t.Errorf("%s stores '\\' in keys as '/'", name)
+			}
 			t.Logf("%s: conditional delete %s, checksums %v", name, rep.ConditionalDelete, rep.Checksums)
 			for info, err := range s.List(t.Context(), "") {
 				if err != nil {
@@ -59,6 +62,28 @@ func TestProbeWithManyRacingRoundsPassesOnEveryServer(t *testing.T) {
 				t.Errorf("probe left %q behind", info.Key)
 			}
 		})
+	}
+}
+
+// TestProbeReportsAServerThatStoresBackslashAsSlash: SeaweedFS with its
+// default key handling stores "a\b" as "a/b" (the conformance suite's
+// ValidUnusualKeys fails on it). The probe reports it, without refusing:
+// a key holds '\' only where a user's name does (a label, an operator).
+func TestProbeReportsAServerThatStoresBackslashAsSlash(t *testing.T) {
+	srv := miniotest.StartSeaweedFSWith(t, miniotest.SeaweedFSOptions{ConvertBackslash: true})
+	s := newStore(t, srv, nil)
+	rep, err := s.ProbeReport(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.KeysKeepBackslash {
+		t.Fatalf("report says keys keep '\\' on SeaweedFS without -s3.allowBackslashInKey: %+v", rep)
+	}
+	for info, err := range s.List(t.Context(), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("probe left %q behind", info.Key)
 	}
 }
 

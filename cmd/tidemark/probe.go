@@ -43,6 +43,9 @@ type probeFindings struct {
 	// "rejected"; Checksums is by algorithm.
 	ConditionalDelete string            `json:"conditional_delete"`
 	Checksums         map[string]string `json:"checksums"`
+	// KeysKeepBackslash is false on a server that stores '\' in a key
+	// as '/'.
+	KeysKeepBackslash bool `json:"keys_keep_backslash"`
 }
 
 func newProbeFindings(r *blobstore.ProbeReport) *probeFindings {
@@ -52,6 +55,7 @@ func newProbeFindings(r *blobstore.ProbeReport) *probeFindings {
 	f := &probeFindings{
 		RaceRounds: r.RaceRounds, RaceWriters: r.RaceWriters,
 		ConditionalDelete: string(r.ConditionalDelete), Checksums: map[string]string{},
+		KeysKeepBackslash: r.KeysKeepBackslash,
 	}
 	for alg, v := range r.Checksums {
 		f.Checksums[alg] = string(v)
@@ -75,6 +79,9 @@ func printFindings(w io.Writer, f *probeFindings) {
 		algs[i] = alg + " " + f.Checksums[alg]
 	}
 	fmt.Fprintf(w, "upload checksums (x-amz-checksum-*): %s\n", strings.Join(algs, ", "))
+	if !f.KeysKeepBackslash {
+		fmt.Fprintln(w, `warning: the endpoint stores '\' in a key as '/', so "a\b" and "a/b" are one object; avoid '\' in savepoint labels, operator ids and state file names (SeaweedFS: run it with -s3.allowBackslashInKey)`)
+	}
 }
 
 func (a *app) probeCmd() *cobra.Command {

@@ -71,7 +71,8 @@ func TestProbeOnMinIOSaysConditionalWritesAreEnforcedAndLeavesNothing(t *testing
 	mustJSON(t, store, &res, "probe")
 	wantRes := probeResult{Store: store, Probed: true, ConditionalWrites: "enforced", OK: true, Findings: &probeFindings{
 		RaceRounds: 3, RaceWriters: 4, ConditionalDelete: "ignored",
-		Checksums: map[string]string{"CRC32C": "enforced", "CRC64NVME": "enforced"},
+		Checksums:         map[string]string{"CRC32C": "enforced", "CRC64NVME": "enforced"},
+		KeysKeepBackslash: true,
 	}}
 	if !reflect.DeepEqual(res, wantRes) {
 		t.Fatalf("probe --output json on MinIO: %+v (findings %+v)", res, res.Findings)

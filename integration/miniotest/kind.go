@@ -25,6 +25,9 @@ type serverKind struct {
 	image func(ctx context.Context) (string, error)
 	// containerPort is the S3 port inside the image ("9000").
 	containerPort string
+	// containerCmd, when set, replaces the image's CMD (a variant of
+	// the server the image runs by default).
+	containerCmd []string
 	// containerEnv is the environment of a container.
 	containerEnv map[string]string
 	// healthPath is an unauthenticated readiness URL path, or "" when the

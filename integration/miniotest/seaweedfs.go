@@ -56,9 +56,9 @@ var seaweedEnv = []string{
 // overflows for ephemeral ports. ports holds the master, volume, filer
 // and S3 gRPC ports in that order, then the master, volume and filer
 // HTTP ports.
-func seaweedArgs(ip, bindIP, dataDir, config string, s3Port int, ports [7]int) []string {
+func seaweedArgs(ip, bindIP, dataDir, config string, s3Port int, ports [7]int, opts SeaweedFSOptions) []string {
 	p := func(n int) string { return strconv.Itoa(n) }
-	return []string{
+	args := []string{
 		// Before the command: glog's flags. Its log files would
 		// otherwise go to the system's temporary directory.
 		"-logtostderr", "server",
@@ -80,6 +80,31 @@ func seaweedArgs(ip, bindIP, dataDir, config string, s3Port int, ports [7]int) [
 		// timeout (10 s) before it leads; it is alone, so 1 s will do.
 		"-volume.preStopSeconds=0", "-master.electionTimeout=1s",
 	}
+	if !opts.ConvertBackslash {
+		// weed's default stores "a\b" as "a/b": two valid keys, one
+		// object (docs/servers.md).
+		args = append(args, "-s3.allowBackslashInKey=true")
+	}
+	return args
+}
+
+// SeaweedFSOptions are the variations of a SeaweedFS server.
+type SeaweedFSOptions struct {
+	// ConvertBackslash runs SeaweedFS's default key handling, which
+	// stores '\' in an object key as '/'. The harness otherwise keeps
+	// '\' (-s3.allowBackslashInKey), as Tidemark's key rules need.
+	ConvertBackslash bool
+}
+
+// defaultImagePorts are weed's default ports, used inside a container:
+// the gRPC ports of master, volume, filer and S3, then the HTTP ports of
+// master, volume and filer (see seaweedArgs).
+var defaultImagePorts = [7]int{19333, 18080, 18888, 18333, 9333, 8080, 8888}
+
+// containerArgs are the arguments of weed in a container.
+func (o SeaweedFSOptions) containerArgs() []string {
+	s3Port, _ := strconv.Atoi(seaweedS3Port)
+	return seaweedArgs("127.0.0.1", "0.0.0.0", "/data", "/etc/seaweedfs/s3.json", s3Port, defaultImagePorts, o)
 }
 
 // seaweedConfig is the S3 gateway's identity file: the harness's root
@@ -118,37 +143,42 @@ CMD %s
 
 // seaweedKind is SeaweedFS's S3 gateway in front of one master, one
 // volume server and one filer, all in one weed process.
-var seaweedKind = &serverKind{
-	name:   "seaweedfs",
-	binary: seaweedBinary,
-	processArgs: func(addr, dataDir, dir string) ([]string, error) {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		s3Port, err := strconv.Atoi(port)
-		if err != nil {
-			return nil, err
-		}
-		var ports [7]int
-		if err := freePorts(ports[:]); err != nil {
-			return nil, fmt.Errorf("miniotest: choose SeaweedFS's ports: %w", err)
-		}
-		cfg, err := seaweedConfig()
-		if err != nil {
-			return nil, err
-		}
-		config := filepath.Join(dir, "s3.json")
-		if err := os.WriteFile(config, cfg, 0o600); err != nil {
-			return nil, fmt.Errorf("miniotest: SeaweedFS identity file: %w", err)
-		}
-		return seaweedArgs(host, host, dataDir, config, s3Port, ports), nil
-	},
-	processEnv:    seaweedEnv,
-	image:         ensureSeaweedImage,
-	containerPort: seaweedS3Port,
-	healthPath:    "/healthz",
-	ready:         seaweedReady,
+var seaweedKind = newSeaweedKind(SeaweedFSOptions{})
+
+func newSeaweedKind(opts SeaweedFSOptions) *serverKind {
+	return &serverKind{
+		name:   "seaweedfs",
+		binary: seaweedBinary,
+		processArgs: func(addr, dataDir, dir string) ([]string, error) {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			s3Port, err := strconv.Atoi(port)
+			if err != nil {
+				return nil, err
+			}
+			var ports [7]int
+			if err := freePorts(ports[:]); err != nil {
+				return nil, fmt.Errorf("miniotest: choose SeaweedFS's ports: %w", err)
+			}
+			cfg, err := seaweedConfig()
+			if err != nil {
+				return nil, err
+			}
+			config := filepath.Join(dir, "s3.json")
+			if err := os.WriteFile(config, cfg, 0o600); err != nil {
+				return nil, fmt.Errorf("miniotest: SeaweedFS identity file: %w", err)
+			}
+			return seaweedArgs(host, host, dataDir, config, s3Port, ports, opts), nil
+		},
+		processEnv:    seaweedEnv,
+		image:         ensureSeaweedImage,
+		containerPort: seaweedS3Port,
+		containerCmd:  opts.containerArgs(),
+		healthPath:    "/healthz",
+		ready:         seaweedReady,
+	}
 }
 
 // seaweedReady checks that the gateway stores objects, not only lists
@@ -179,6 +209,12 @@ func seaweedReady(ctx context.Context, client *s3.Client) error {
 func StartSeaweedFS(t testing.TB) *Server {
 	t.Helper()
 	return startKindT(t, seaweedKind)
+}
+
+// StartSeaweedFSWith is StartSeaweedFS with opts.
+func StartSeaweedFSWith(t testing.TB, opts SeaweedFSOptions) *Server {
+	t.Helper()
+	return startKindT(t, newSeaweedKind(opts))
 }
 
 // SharedSeaweedFS returns the SeaweedFS server shared by all tests of
@@ -317,12 +353,7 @@ func ensureSeaweedImage(ctx context.Context) (string, error) {
 		if err := os.WriteFile(config, cfg, 0o644); err != nil {
 			return "", err
 		}
-		s3Port, _ := strconv.Atoi(seaweedS3Port)
-		// weed's default ports: master 9333, volume 8080, filer 8888,
-		// their gRPC ports 10000 higher.
-		args := seaweedArgs("127.0.0.1", "0.0.0.0", "/data", "/etc/seaweedfs/s3.json", s3Port,
-			[7]int{19333, 18080, 18888, 18333, 9333, 8080, 8888})
-		cmd, err := json.Marshal(args)
+		cmd, err := json.Marshal(SeaweedFSOptions{}.containerArgs())
 		if err != nil {
 			return "", err
 		}
