@@ -3,14 +3,16 @@ package integration
 // The same tests on SeaweedFS, a third S3 implementation (its S3 gateway
 // in front of a master, a volume server and a filer): the blobstore
 // conformance suite through s3store, the probe, the checkpoint.Storage
-// suite on a BlobStorage, the fencing tests, and a savepoint created on
-// MinIO, copied to SeaweedFS and restored from there. The bodies are the
+// suite on a BlobStorage, the fencing tests, the remote-mode ownership
+// suite, and a savepoint created on MinIO, copied to SeaweedFS and
+// restored from there. The bodies are the
 // MinIO tests' own, parametrised by server; docs/servers.md says what
 // each server enforces.
 
 import (
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstorage/remotetest"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -53,4 +55,12 @@ func TestRandomWritersKeepFencingInvariantsOnSeaweedFS(t *testing.T) {
 // the way) into a SeaweedFS bucket, and restored from there.
 func TestSavepointFromMinIOCopiedToSeaweedFSRestoresByteExact(t *testing.T) {
 	savepointAcrossRegions(t, miniotest.Shared(t), miniotest.SharedSeaweedFS(t))
+}
+
+// TestRemoteOwnershipOnSeaweedFS: the state-in-remote-mode suite
+// (ownership hand-off, failover, fencing of a compacting zombie, GC of
+// remote objects) on SeaweedFS, as on MinIO.
+func TestRemoteOwnershipOnSeaweedFS(t *testing.T) {
+	srv := miniotest.SharedSeaweedFS(t)
+	remotetest.Run(t, func(t *testing.T) blobstore.Blobstore { return remoteJobStore(t, srv) })
 }
