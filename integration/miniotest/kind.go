@@ -19,6 +19,9 @@ type serverKind struct {
 	// private directory, dataDir's parent, where it may write files of its
 	// own (a config file, say).
 	processArgs func(addr, dataDir, dir string) ([]string, error)
+	// leftovers, when set, names the files outside dir that a process
+	// run with argv leaves behind, removed once it is stopped for good.
+	leftovers func(argv []string) []string
 	// processEnv is added to the test binary's environment.
 	processEnv []string
 	// image returns the tag of the server's image, building it if needed.

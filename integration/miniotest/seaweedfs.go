@@ -172,6 +172,7 @@ func newSeaweedKind(opts SeaweedFSOptions) *serverKind {
 			}
 			return seaweedArgs(host, host, dataDir, config, s3Port, ports, opts), nil
 		},
+		leftovers:     seaweedSockets,
 		processEnv:    seaweedEnv,
 		image:         ensureSeaweedImage,
 		containerPort: seaweedS3Port,
@@ -179,6 +180,21 @@ func newSeaweedKind(opts SeaweedFSOptions) *serverKind {
 		healthPath:    "/healthz",
 		ready:         seaweedReady,
 	}
+}
+
+// seaweedSockets are the Unix sockets weed makes under /tmp for its gRPC
+// ports, whatever its directories: a master stopped by SIGKILL leaves
+// its socket there.
+func seaweedSockets(argv []string) []string {
+	var socks []string
+	for _, a := range argv {
+		for _, svc := range []string{"master", "volume", "filer", "s3"} {
+			if port, ok := strings.CutPrefix(a, "-"+svc+".port.grpc="); ok {
+				socks = append(socks, fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%s.sock", svc, port))
+			}
+		}
+	}
+	return socks
 }
 
 // seaweedReady checks that the gateway stores objects, not only lists

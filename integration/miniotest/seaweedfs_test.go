@@ -3,6 +3,7 @@ package miniotest
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,20 @@ func TestMissingSeaweedFSErrorSaysHowToInstall(t *testing.T) {
 	_, err := seaweedBinary()
 	if err == nil || !strings.Contains(err.Error(), "scripts/install-seaweedfs.sh") {
 		t.Fatalf("seaweedBinary with an empty cache = %v, want an error naming scripts/install-seaweedfs.sh", err)
+	}
+}
+
+func TestSeaweedFSSocketsAreTheGRPCPorts(t *testing.T) {
+	var ports [7]int
+	for i := range ports {
+		ports[i] = 40000 + i
+	}
+	got := seaweedSockets(seaweedArgs("127.0.0.1", "127.0.0.1", "/d", "/c", 39999, ports, SeaweedFSOptions{}))
+	want := []string{
+		"/tmp/seaweedfs-master-grpc-40000.sock", "/tmp/seaweedfs-volume-grpc-40001.sock",
+		"/tmp/seaweedfs-filer-grpc-40002.sock", "/tmp/seaweedfs-s3-grpc-40003.sock",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sockets %q, want %q", got, want)
 	}
 }
