@@ -50,6 +50,16 @@ var seaweedEnv = []string{
 	"WEED_MASTER_VOLUME_GROWTH_ALLOCATION_DEFERRAL=0s",
 }
 
+// seaweedContainerEnv is seaweedEnv as a container's environment.
+func seaweedContainerEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range seaweedEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
 // seaweedArgs are the arguments of `weed server` running a master, a
 // volume server, a filer and the S3 gateway in one process. Every port
 // is explicit: weed derives gRPC ports as port+10000 otherwise, which
@@ -176,9 +186,12 @@ func newSeaweedKind(opts SeaweedFSOptions) *serverKind {
 		processEnv:    seaweedEnv,
 		image:         ensureSeaweedImage,
 		containerPort: seaweedS3Port,
-		containerCmd:  opts.containerArgs(),
-		healthPath:    "/healthz",
-		ready:         seaweedReady,
+		// Given to each container, not only baked into the image: an
+		// image of the same tag may be from an older harness.
+		containerCmd: opts.containerArgs(),
+		containerEnv: seaweedContainerEnv(),
+		healthPath:   "/healthz",
+		ready:        seaweedReady,
 	}
 }
 
