@@ -26,13 +26,14 @@ endif
 test: deps lint $(TEST_DOCKER)
 	$(GO) test -race -count=1 -timeout 40m ./...
 
-## deps: install the pinned MinIO server, versitygw (the second S3
-## implementation the tests run on) and the peers of the peer benchmark
+## deps: install the pinned MinIO server, versitygw and SeaweedFS (the
+## second and third S3 implementations the tests run on) and the peers of the peer benchmark
 ## (rclone, mc) into $(TIDEMARK_CACHE)/bin; each is built once from the Go
 ## module proxy and reused while its version stamp matches
 deps:
 	bash scripts/install-minio.sh
 	bash scripts/install-versitygw.sh
+	bash scripts/install-seaweedfs.sh
 	bash scripts/install-peers.sh
 	bash scripts/install-nats-server.sh
 

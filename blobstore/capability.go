@@ -37,6 +37,49 @@ type Prober interface {
 	Probe(ctx context.Context) error
 }
 
+// ProbeReporter is implemented by a Prober that also reports what else it
+// found out about the endpoint. ProbeReport runs the same checks as
+// Probe, with the same errors, and on success says what the endpoint
+// enforces beyond what Tidemark requires.
+type ProbeReporter interface {
+	ProbeReport(ctx context.Context) (ProbeReport, error)
+}
+
+// ProbeReport is what a probe found out about an endpoint. Conditional
+// writes on PutObject and CompleteMultipartUpload, alone and racing, are
+// required: a report exists only when they hold. The rest is reported,
+// not required.
+type ProbeReport struct {
+	// RaceRounds and RaceWriters say how hard the racing checks pushed:
+	// rounds of RaceWriters concurrent conditional writes of one key,
+	// once for creates (If-None-Match: *) and once for compare-and-swaps
+	// (If-Match), each round with exactly one winner.
+	RaceRounds, RaceWriters int
+	// ConditionalDelete is whether DeleteObject honours If-Match.
+	ConditionalDelete Support
+	// Checksums says, by algorithm ("CRC32C", "CRC64NVME"), whether the
+	// endpoint verifies an upload's x-amz-checksum-* header.
+	Checksums map[string]Support
+	// KeysKeepBackslash is whether a key with '\' is stored under that
+	// key. SeaweedFS by default stores it as '/', so that two valid keys
+	// name one object.
+	KeysKeepBackslash bool
+}
+
+// Support is how an endpoint treats an optional request feature.
+type Support string
+
+// Values of Support.
+const (
+	// Enforced: the endpoint refuses a request whose condition or
+	// checksum does not hold, and accepts one whose does.
+	Enforced Support = "enforced"
+	// Ignored: the endpoint accepts the feature and does not check it.
+	Ignored Support = "ignored"
+	// Rejected: the endpoint refuses requests that carry the feature.
+	Rejected Support = "rejected"
+)
+
 // UploadAborter is implemented by a store that can leave incomplete
 // uploads behind after a crash (s3store's multipart uploads).
 // AbortIncompleteUploads aborts those started under prefix more than
@@ -78,16 +121,31 @@ func As[T any](bs Blobstore) (capability T, ok bool) {
 // wrapping ErrConditionsIgnored; a probe that could not finish is an error
 // saying so, wrapping the probe's error.
 func CheckConditionalWrites(ctx context.Context, bs Blobstore) (probed bool, err error) {
+	_, probed, err = ReportConditionalWrites(ctx, bs)
+	return probed, err
+}
+
+// ReportConditionalWrites is CheckConditionalWrites that also returns what
+// the probe reported, when the store's Prober is a ProbeReporter; report
+// is nil otherwise, and whenever err is not nil.
+func ReportConditionalWrites(ctx context.Context, bs Blobstore) (report *ProbeReport, probed bool, err error) {
 	p, ok := As[Prober](bs)
 	if !ok {
-		return false, nil
+		return nil, false, nil
 	}
-	switch err := p.Probe(ctx); {
+	if r, ok := p.(ProbeReporter); ok {
+		var rep ProbeReport
+		rep, err = r.ProbeReport(ctx)
+		report = &rep
+	} else {
+		err = p.Probe(ctx)
+	}
+	switch {
 	case err == nil:
-		return true, nil
+		return report, true, nil
 	case errors.Is(err, ErrConditionsIgnored):
-		return true, fmt.Errorf("this endpoint does not enforce conditional writes (If-None-Match/If-Match); Tidemark's fencing would be unsafe on it: %w", err)
+		return nil, true, fmt.Errorf("this endpoint does not enforce conditional writes (If-None-Match/If-Match); Tidemark's fencing would be unsafe on it: %w", err)
 	default:
-		return true, fmt.Errorf("could not check that the endpoint enforces conditional writes: %w", err)
+		return nil, true, fmt.Errorf("could not check that the endpoint enforces conditional writes: %w", err)
 	}
 }

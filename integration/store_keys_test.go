@@ -73,14 +73,14 @@ func blobstoretestLongestKey(n int) string {
 
 // TestStoreKeyRulesHoldOnEveryServer checks the one key rule
 // (blobstore.ValidateKey) against real servers: every candidate key it
-// accepts must work on MinIO and on versitygw — put, stat, ranged read,
+// accepts must work on MinIO, versitygw and SeaweedFS — put, stat, ranged read,
 // listed under itself, deleted — alone, under an existing key ("p" then
 // "p/k") and above one ("p/k" then "p"), at the bucket root and under a
 // store prefix. Every key it refuses is refused by the store before any
 // request. (Finding 9: `a\..\b` and " .. " were valid keys that MinIO
 // refuses.)
 func TestStoreKeyRulesHoldOnEveryServer(t *testing.T) {
-	servers := map[string]func(t *testing.T) s3Server{"minio": minioServer, "versitygw": versitygwServer}
+	servers := map[string]func(t *testing.T) s3Server{"minio": minioServer, "versitygw": versitygwServer, "seaweedfs": seaweedfsServer}
 	cands := keyCandidates()
 	var valid, invalid []string
 	for _, k := range cands {
@@ -91,7 +91,7 @@ func TestStoreKeyRulesHoldOnEveryServer(t *testing.T) {
 		}
 	}
 	t.Logf("%d candidate keys: %d valid, %d refused", len(cands), len(valid), len(invalid))
-	for _, name := range []string{"minio", "versitygw"} {
+	for _, name := range []string{"minio", "versitygw", "seaweedfs"} {
 		t.Run(name, func(t *testing.T) {
 			srv := servers[name](t)
 			for _, prefix := range []string{"", "jobs/j"} {

@@ -54,3 +54,14 @@ func versitygwServer(t *testing.T) s3Server {
 		newBucket: func(t *testing.T) string { return srv.NewBucket(t) },
 	}
 }
+
+// seaweedfsServer is the third S3 implementation, SeaweedFS's S3 gateway
+// (miniotest.SharedSeaweedFS).
+func seaweedfsServer(t *testing.T) s3Server {
+	t.Helper()
+	srv := miniotest.SharedSeaweedFS(t)
+	return s3Server{
+		name: "seaweedfs", endpoint: srv.Endpoint, accessKey: srv.AccessKey, secretKey: srv.SecretKey,
+		newBucket: func(t *testing.T) string { return srv.NewBucket(t) },
+	}
+}

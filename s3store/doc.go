@@ -89,8 +89,10 @@
 // (x-amz-meta-tidemark-write-id); on 412 the store reads the object's
 // metadata and reports success if the id is its own.
 //
-// Some S3-compatible servers ignore conditional headers altogether.
-// [Store.Probe] checks an endpoint before anything relies on them.
+// Some S3-compatible servers ignore conditional headers altogether, or
+// enforce them one writer at a time but let racing writers all win.
+// [Store.Probe] checks an endpoint before anything relies on them;
+// [Store.ProbeReport] also says what else it supports (docs/servers.md).
 //
 // # Deadlines
 //

@@ -30,7 +30,16 @@ const (
 
 // Probe checks that the endpoint enforces conditional writes, which
 // fencing and pointer moves rely on: some S3-compatible servers accept
-// If-None-Match and If-Match and ignore them. Under a random key below
+// If-None-Match and If-Match and ignore them, or enforce them one writer
+// at a time but not between writers racing. It is ProbeReport without the
+// report; see there for what it checks and costs.
+func (s *Store) Probe(ctx context.Context) error {
+	_, err := s.ProbeReport(ctx)
+	return err
+}
+
+// ProbeReport checks that the endpoint enforces conditional writes, and
+// reports what else it supports. Under a random key below
 // "_tidemark_probe/" it checks that
 //
 //   - PutIfAbsent creates the key, and a second PutIfAbsent fails;
@@ -41,19 +50,38 @@ const (
 //     with a wrong ETag, and accepts If-Match with the right one (a server
 //     may check conditions on PutObject only: then every object larger
 //     than a part would be written unconditionally);
+//   - racing writers of one key do not both win: in each of a few rounds,
+//     several PutIfAbsent of a fresh key, then several PutIfMatch of one
+//     key with the same ETag, are sent at once, and exactly one of each
+//     must succeed and be what the key then holds (SeaweedFS once let
+//     every racing create through, #8800);
 //
-// and deletes what it wrote. The multipart check costs one upload of a
-// single 1-byte part (S3 lets the last part, here the only one, be of any
-// size) completed three times: a failed Complete leaves the upload
-// pending, as on AWS.
+// then reports, without requiring them, whether DeleteObject honours
+// If-Match, whether uploads' CRC32C and CRC64NVME checksums are verified
+// and whether a key with '\' keeps it, and deletes what it wrote.
+//
+// The multipart check costs one upload of a single 1-byte part (S3 lets
+// the last part, here the only one, be of any size) completed three
+// times: a failed Complete leaves the upload pending, as on AWS. The
+// racing checks cost probeRaceRounds × probeRaceWriters PUTs of a few
+// bytes for each kind, plus a GET per round and a HEAD per losing writer
+// (PutIfAbsent and PutIfMatch look whether a failed write was their own);
+// docs/servers.md gives the total.
 //
 // An endpoint that lets a write through that should have failed is
-// ErrConditionsIgnored; any other failure (access, missing bucket, a
-// cluster below write quorum) is returned as it is.
-func (s *Store) Probe(ctx context.Context) (err error) {
+// ErrConditionsIgnored, with a message naming the property that failed;
+// any other failure (access, missing bucket, a cluster below write
+// quorum) is returned as it is.
+func (s *Store) ProbeReport(ctx context.Context) (blobstore.ProbeReport, error) {
+	return s.probeReport(ctx, probeRaceRounds, probeRaceWriters)
+}
+
+// probeReport is ProbeReport with rounds of writers racing writers.
+func (s *Store) probeReport(ctx context.Context, rounds, writers int) (report blobstore.ProbeReport, err error) {
 	base := "_tidemark_probe/" + newWriteID()
 	key, missing := base+"/object", base+"/missing"
 	var uploadID *string // a pending multipart upload of key
+	written := &probeKeys{keys: []string{key, missing}}
 	defer func() {
 		// Clean up even if ctx is done; a failure here only leaves a
 		// few bytes under _tidemark_probe/, so it does not override the
@@ -71,8 +99,7 @@ func (s *Store) Probe(ctx context.Context) (err error) {
 				})
 			}
 		}
-		_ = s.Delete(cctx, key)
-		_ = s.Delete(cctx, missing)
+		s.deleteAll(cctx, written.all())
 	}()
 	ignored := func(what string) error {
 		return fmt.Errorf("%w: %s: %s succeeded", ErrConditionsIgnored, s.describe(), what)
@@ -82,38 +109,38 @@ func (s *Store) Probe(ctx context.Context) (err error) {
 	}
 	etag, err := s.PutIfAbsent(ctx, key, strings.NewReader("probe 1"))
 	if err != nil {
-		return failed(err)
+		return report, failed(err)
 	}
 	switch _, err := s.PutIfAbsent(ctx, key, strings.NewReader("probe 2")); {
 	case err == nil:
-		return ignored("If-None-Match: * on an existing object")
+		return report, ignored("If-None-Match: * on an existing object")
 	case !errors.Is(err, blobstore.ErrPreconditionFailed):
-		return failed(err)
+		return report, failed(err)
 	}
 	switch _, err := s.PutIfMatch(ctx, key, "00000000000000000000000000000000", strings.NewReader("probe 3")); {
 	case err == nil:
-		return ignored("If-Match with a wrong ETag")
+		return report, ignored("If-Match with a wrong ETag")
 	case !errors.Is(err, blobstore.ErrPreconditionFailed):
-		return failed(err)
+		return report, failed(err)
 	}
 	if etag, err = s.PutIfMatch(ctx, key, etag, strings.NewReader("probe 4")); err != nil {
-		return fmt.Errorf("s3store: probe %s: If-Match with the current ETag: %w", s.describe(), err)
+		return report, fmt.Errorf("s3store: probe %s: If-Match with the current ETag: %w", s.describe(), err)
 	}
 	switch _, err := s.PutIfMatch(ctx, missing, etag, strings.NewReader("probe 5")); {
 	case err == nil:
-		return ignored("If-Match on a missing object")
+		return report, ignored("If-Match on a missing object")
 	case !errors.Is(err, blobstore.ErrPreconditionFailed) && !errors.Is(err, blobstore.ErrNotFound):
-		return failed(err)
+		return report, failed(err)
 	}
 
 	// Multipart: the same conditions on CompleteMultipartUpload.
 	okey, err := s.objectKey(key)
 	if err != nil {
-		return failed(err)
+		return report, failed(err)
 	}
 	complete, err := s.probeUpload(ctx, okey, &uploadID)
 	if err != nil {
-		return failed(err)
+		return report, failed(err)
 	}
 	for _, c := range []struct {
 		what                 string
@@ -125,16 +152,33 @@ func (s *Store) Probe(ctx context.Context) (err error) {
 		switch _, err := complete(c.ifNoneMatch, c.ifMatch); {
 		case err == nil:
 			uploadID = nil // completed: nothing to abort, key is overwritten
-			return ignored(c.what)
+			return report, ignored(c.what)
 		case !isPrecondition(err):
-			return fmt.Errorf("s3store: probe %s: %s: %w", s.describe(), c.what, s.wrap("complete-multipart-upload", key, err, true))
+			return report, fmt.Errorf("s3store: probe %s: %s: %w", s.describe(), c.what, s.wrap("complete-multipart-upload", key, err, true))
 		}
 	}
 	if _, err := complete(nil, aws.String(quote(etag))); err != nil {
-		return fmt.Errorf("s3store: probe %s: If-Match with the current ETag on CompleteMultipartUpload: %w", s.describe(), s.wrap("complete-multipart-upload", key, err, true))
+		return report, fmt.Errorf("s3store: probe %s: If-Match with the current ETag on CompleteMultipartUpload: %w", s.describe(), s.wrap("complete-multipart-upload", key, err, true))
 	}
 	uploadID = nil
-	return nil
+
+	// Racing writers: the property a single writer cannot show.
+	if err := s.probeRaces(ctx, base, rounds, writers, written); err != nil {
+		return report, err
+	}
+	report.RaceRounds, report.RaceWriters = rounds, writers
+
+	// Reported, not required.
+	if report.ConditionalDelete, err = s.probeConditionalDelete(ctx, base+"/delete", written); err != nil {
+		return report, failed(err)
+	}
+	if report.Checksums, err = s.probeChecksums(ctx, base+"/checksum", written); err != nil {
+		return report, failed(err)
+	}
+	if report.KeysKeepBackslash, err = s.probeBackslash(ctx, base, written); err != nil {
+		return report, failed(err)
+	}
+	return report, nil
 }
 
 // probeUpload starts a multipart upload of okey with one 1-byte part,

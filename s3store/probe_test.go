@@ -13,18 +13,21 @@ import (
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
-// probeServers are the servers the probe must pass on: MinIO and
-// versitygw, both enforcing conditions on PutObject and
-// CompleteMultipartUpload.
-func probeServers(t *testing.T) map[string]*miniotest.Server {
-	return map[string]*miniotest.Server{"minio": miniotest.Shared(t), "versitygw": miniotest.SharedVersity(t)}
+// probeServers are the servers the probe must pass on: MinIO, versitygw
+// and SeaweedFS, all enforcing conditions on PutObject and
+// CompleteMultipartUpload, alone and racing. Each is started by the
+// subtest that uses it, so that -run can pick one.
+var probeServers = map[string]func(testing.TB) *miniotest.Server{
+	"minio":     miniotest.Shared,
+	"versitygw": miniotest.SharedVersity,
+	"seaweedfs": miniotest.SharedSeaweedFS,
 }
 
 func TestProbeSucceedsAndCleansUp(t *testing.T) {
-	for name, srv := range probeServers(t) {
+	for name, server := range probeServers {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			s := newStore(t, srv, nil)
+			s := newStore(t, server(t), nil)
 			if err := s.Probe(ctx); err != nil {
 				t.Fatal(err)
 			}

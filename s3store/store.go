@@ -176,6 +176,7 @@ type pendingUpload struct{ key, id, writeID string }
 var (
 	_ blobstore.Blobstore     = (*Store)(nil)
 	_ blobstore.Prober        = (*Store)(nil)
+	_ blobstore.ProbeReporter = (*Store)(nil)
 	_ blobstore.UploadAborter = (*Store)(nil)
 )
 

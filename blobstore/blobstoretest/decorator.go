@@ -36,6 +36,15 @@ func (c *Capable) Probe(context.Context) error {
 	return c.ProbeErr
 }
 
+// ProbeReport counts the call like Probe and returns ProbeErr, with a
+// report of one racing round of two writers when ProbeErr is nil.
+func (c *Capable) ProbeReport(ctx context.Context) (blobstore.ProbeReport, error) {
+	if err := c.Probe(ctx); err != nil {
+		return blobstore.ProbeReport{}, err
+	}
+	return blobstore.ProbeReport{RaceRounds: 1, RaceWriters: 2}, nil
+}
+
 // AbortIncompleteUploads records prefix and aborts nothing.
 func (c *Capable) AbortIncompleteUploads(_ context.Context, prefix string, _ time.Duration) (int, error) {
 	c.mu.Lock()
@@ -85,6 +94,10 @@ func RunDecorator(t *testing.T, wrap func(t *testing.T, bs blobstore.Blobstore) 
 		}
 		if base.Probes() != 1 {
 			t.Fatalf("Probe reached the store %d times, want 1", base.Probes())
+		}
+		rep, probed, err := blobstore.ReportConditionalWrites(t.Context(), d)
+		if err != nil || !probed || rep == nil || rep.RaceRounds != 1 {
+			t.Fatalf("ReportConditionalWrites through the decorator = %+v, %v, %v; want the store's report", rep, probed, err)
 		}
 		base.ProbeErr = blobstore.ErrConditionsIgnored
 		if _, err := blobstore.CheckConditionalWrites(t.Context(), d); !errors.Is(err, blobstore.ErrConditionsIgnored) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -57,13 +58,24 @@ const refusal = "this endpoint does not enforce conditional writes (If-None-Matc
 func TestProbeOnMinIOSaysConditionalWritesAreEnforcedAndLeavesNothing(t *testing.T) {
 	store := s3URL(t, "probed")
 	out := must(t, store, "probe")
-	if out != "ok: conditional writes enforced (If-None-Match, If-Match)\n" {
-		t.Fatalf("probe on MinIO printed %q", out)
+	// MinIO enforces both checksums and ignores If-Match on DeleteObject
+	// (docs/servers.md); the probe reports it without refusing.
+	want := "ok: conditional writes enforced (If-None-Match, If-Match)\n" +
+		"racing writers: 3 rounds of 4 concurrent creates (If-None-Match: *) and compare-and-swaps (If-Match) of one key, one winner each\n" +
+		"conditional delete (If-Match on DeleteObject): ignored (reported only: Tidemark does not rely on it)\n" +
+		"upload checksums (x-amz-checksum-*): CRC32C enforced, CRC64NVME enforced\n"
+	if out != want {
+		t.Fatalf("probe on MinIO printed\n%s\nwant\n%s", out, want)
 	}
 	var res probeResult
 	mustJSON(t, store, &res, "probe")
-	if res != (probeResult{Store: store, Probed: true, ConditionalWrites: "enforced", OK: true}) {
-		t.Fatalf("probe --output json on MinIO: %+v", res)
+	wantRes := probeResult{Store: store, Probed: true, ConditionalWrites: "enforced", OK: true, Findings: &probeFindings{
+		RaceRounds: 3, RaceWriters: 4, ConditionalDelete: "ignored",
+		Checksums:         map[string]string{"CRC32C": "enforced", "CRC64NVME": "enforced"},
+		KeysKeepBackslash: true,
+	}}
+	if !reflect.DeepEqual(res, wantRes) {
+		t.Fatalf("probe --output json on MinIO: %+v (findings %+v)", res, res.Findings)
 	}
 	for info, err := range openURL(t, store).List(t.Context(), "") {
 		if err != nil {

@@ -1,6 +1,7 @@
 // Package miniotest starts a real MinIO server for integration tests, and
-// the other S3 servers the tests run on: versitygw, a second S3
-// implementation, and a distributed MinIO of several nodes.
+// the other S3 servers the tests run on: versitygw and SeaweedFS, a
+// second and a third S3 implementation, and a distributed MinIO of
+// several nodes.
 //
 // Every test that talks to S3 in this module gets its server from here, so
 // that the same test body runs against a container (the normal case) or a
@@ -86,6 +87,18 @@
 // image tagged tidemark-versitygw:<version>. A process keeps object
 // metadata in extended attributes (versitygw's default), a container in
 // a sidecar directory, since the container's filesystem may lack them.
+//
+// # SeaweedFS
+//
+// [StartSeaweedFS] and [SharedSeaweedFS] start SeaweedFS
+// [SeaweedFSVersion] (`weed server -s3`: master, volume server, filer and
+// S3 gateway in one process) in the same two modes and with the same
+// credentials, given to it in its S3 identity file. The binary is built
+// by scripts/install-seaweedfs.sh into $TIDEMARK_CACHE/bin/weed
+// (TIDEMARK_SEAWEEDFS_BIN points elsewhere) and put into a FROM scratch
+// image tagged tidemark-seaweedfs:<version>. It keeps '\' in keys
+// (-s3.allowBackslashInKey); [StartSeaweedFSWith] runs weed's default,
+// which stores it as '/' (docs/servers.md).
 //
 // # Clusters
 //

@@ -135,6 +135,9 @@ func startDocker(ctx context.Context, opts dockerOptions) (*Server, error) {
 func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img string, port int, opts dockerOptions) (*Server, error) {
 	k := opts.kind
 	containerPort := k.containerPort + "/tcp"
+	if opts.cmd == nil {
+		opts.cmd = k.containerCmd
+	}
 	req := testcontainers.ContainerRequest{
 		Image:        img,
 		ExposedPorts: []string{containerPort},

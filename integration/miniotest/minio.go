@@ -498,7 +498,12 @@ func (s *Server) probe(ctx context.Context, hc *http.Client, client *s3.Client) 
 	_, err := client.ListBuckets(lctx, &s3.ListBucketsInput{}, func(o *s3.Options) {
 		o.RetryMaxAttempts = 1 // the caller's loop retries
 	})
-	return err
+	if err != nil || s.kind.ready == nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return s.kind.ready(rctx, client)
 }
 
 // binaryPath finds the minio binary: TIDEMARK_MINIO_BIN, else the cache path

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -18,13 +19,16 @@ import (
 // processBackend runs a server (MinIO or versitygw) as a child process of
 // the test binary.
 type processBackend struct {
-	name    string // "minio", "versitygw": for messages
+	name    string // "minio", "versitygw", "seaweedfs": for messages
 	bin     string
 	argv    []string // arguments after the binary
 	dataDir string   // MinIO's data; survives stop and start
 	logPath string   // stdout and stderr of every run, appended
 	addr    string   // 127.0.0.1:port, fixed for the life of the server
 	env     []string
+	// leftovers are files outside dataDir's parent that terminate
+	// removes (see serverKind.leftovers).
+	leftovers []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -53,7 +57,12 @@ func startProcess(ctx context.Context, k *serverKind, dir string) (*Server, erro
 		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		env:     append(os.Environ(), k.processEnv...),
 	}
-	p.argv = k.processArgs(p.addr, p.dataDir, dir)
+	if p.argv, err = k.processArgs(p.addr, p.dataDir, dir); err != nil {
+		return nil, err
+	}
+	if k.leftovers != nil {
+		p.leftovers = k.leftovers(p.argv)
+	}
 	if err := os.MkdirAll(p.dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("miniotest: data dir: %w", err)
 	}
@@ -153,7 +162,15 @@ func (p *processBackend) stop(ctx context.Context, graceful bool) error {
 // terminate stops the process. The data directory belongs to the caller
 // (a t.TempDir, or the shared directory Main removes).
 func (p *processBackend) terminate(ctx context.Context) error {
-	return p.stop(ctx, true)
+	if err := p.stop(ctx, true); err != nil {
+		return err
+	}
+	for _, f := range p.leftovers {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("miniotest: remove %s: %w", f, err)
+		}
+	}
+	return nil
 }
 
 func (p *processBackend) exited(context.Context) error {

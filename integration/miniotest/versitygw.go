@@ -51,8 +51,8 @@ var versityKind = &serverKind{
 	binary: versityBinary,
 	// A process keeps metadata in extended attributes, versitygw's
 	// default (the host's filesystem has them).
-	processArgs: func(addr, dataDir, dir string) []string {
-		return []string{"--port", addr, "posix", dataDir}
+	processArgs: func(addr, dataDir, dir string) ([]string, error) {
+		return []string{"--port", addr, "posix", dataDir}, nil
 	},
 	processEnv: []string{
 		"ROOT_ACCESS_KEY=" + defaultAccessKey,
@@ -68,7 +68,7 @@ var versityKind = &serverKind{
 	},
 }
 
-// Kind reports what server s is: "minio" or "versitygw".
+// Kind reports what server s is: "minio", "versitygw" or "seaweedfs".
 func (s *Server) Kind() string { return s.kind.name }
 
 // StartVersity starts a versitygw server (posix backend on a fresh
@@ -77,27 +77,7 @@ func (s *Server) Kind() string { return s.kind.name }
 // TIDEMARK_MINIO_ENDPOINT does not apply: it names a MinIO server.
 func StartVersity(t testing.TB) *Server {
 	t.Helper()
-	mode, err := chooseMode(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode == ModeDocker {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-		defer cancel()
-		s, err := startDocker(ctx, dockerOptions{kind: versityKind})
-		if err != nil {
-			t.Fatal(err)
-		}
-		registerCleanup(t, s)
-		return s
-	}
-	dir := t.TempDir()
-	s, err := startProcess(t.Context(), versityKind, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registerCleanup(t, s)
-	return s
+	return startKindT(t, versityKind)
 }
 
 // SharedVersity returns the versitygw server shared by all tests of this
