@@ -13,4 +13,3 @@ func WithHook(cfg Config, hook func(checkpoint.Step, string) checkpoint.HookActi
 	cfg.hook = hook
 	return cfg
 }
-
