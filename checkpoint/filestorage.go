@@ -49,7 +49,9 @@ var _ Storage = (*FileStorage)(nil)
 // NewFileStorage creates a FileStorage that keeps checkpoints in dir. The
 // directory is created on the first write; reading a directory that does
 // not exist finds no checkpoint. On startup, call SweepOrphans to clean up
-// state directories from failed checkpoints.
+// state directories from failed checkpoints. Under package job, a
+// subdirectory of job.Config.Dir such as Dir/checkpoints will do; never
+// Dir/live, which the runtime clears at start.
 func NewFileStorage(dir string) *FileStorage {
 	return &FileStorage{dir: dir}
 }

@@ -96,7 +96,8 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // materializes it into dst as a completed checkpoint: state files are
 // written under dst.StateDir(id) and the record is saved (status
 // completed) so that dst.LoadLatestCompleted returns it. Returns the
-// checkpoint ID.
+// checkpoint ID. Onto a blobstorage.Storage, call its Acquire first:
+// saving the record needs the writer role (it fences the current writer).
 //
 // The archive is verified completely (every size and digest) into a
 // staging directory next to the state directories before anything is
@@ -111,6 +112,8 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // existing one (the pointers never move backwards), and records the id it
 // was restored from under RestoredFromKey in Source. The newer checkpoints
 // stay until retention drops them. The returned id is the one dst holds.
+// The job then reads again from the restored offsets: the sink output
+// committed after them is emitted a second time, by design.
 //
 // An archive of state in remote mode carries the remote objects too
 // (archive.RemotePrefix): dst must be able to hold them (a

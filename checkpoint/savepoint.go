@@ -136,6 +136,16 @@ func ListSavepoints(ctx context.Context, bs Blobstore) ([]string, error) {
 // it dst's latest completed checkpoint so the engine resumes from it on
 // the next run (see ExtractCheckpoint for the conditions on dst). Returns
 // the restored checkpoint ID. A missing savepoint wraps ErrBlobNotFound.
+//
+// Onto a blobstorage.Storage, call its Acquire first: saving the record
+// needs the writer role, and taking it fences the job running there, if
+// any. A rollback (a savepoint older than dst's latest checkpoint) makes
+// the job resume from the savepoint's offsets, so a transactional sink
+// emits again, in new transactions, the output committed after it.
+//
+// Savepoints are never garbage-collected, and CreateNewSavepoint never
+// replaces one: use a label per deploy, and delete old ones with
+// DeleteSavepoint (`tidemark savepoint rm`).
 func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label string) (string, error) {
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint: %w", err)

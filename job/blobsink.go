@@ -34,9 +34,10 @@ import (
 // succeeds, changing nothing; one naming another writer's object is never
 // taken as this transaction's. Output reads the committed records.
 //
-// At recovery the runtime discards the transactions of dead writers that
-// no commit names: no prepared record can name them any more. A BlobSink
-// is safe for concurrent use.
+// At recovery the runtime calls Sweep (BlobSink is a Sweeper), which
+// discards the transactions of dead writers that no commit names: no
+// prepared record can name them any more. A BlobSink is safe for
+// concurrent use.
 type BlobSink struct {
 	bs     blobstore.Blobstore
 	prefix string
@@ -257,12 +258,13 @@ func (s *BlobSink) readTxn(ctx context.Context, d commitRef, yield func(Record, 
 	return true
 }
 
-// sweep implements sweeper: it deletes every transaction object no
+// Sweep implements Sweeper: it deletes every transaction object no
 // commit names, except those of writers newer than writer (a writer that
-// fenced this one owns them). Called after recovery committed the only
-// prepared record there can be, it never deletes what a record names.
-// It costs two listings, and a GET only for an id staged more than once.
-func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) {
+// fenced this one owns them), and returns the greatest id staged or
+// committed. Called after recovery committed the only prepared record
+// there can be, it never deletes what a record names. It costs two
+// listings, and a GET only for an id staged more than once.
+func (s *BlobSink) Sweep(ctx context.Context, writer string) (string, error) {
 	// Open transactions of an earlier run in this process are dead too.
 	s.mu.Lock()
 	for t, f := range s.open {
@@ -377,4 +379,4 @@ func readRecord(r *bufio.Reader) (Record, error) {
 }
 
 var _ Sink = (*BlobSink)(nil)
-var _ sweeper = (*BlobSink)(nil)
+var _ Sweeper = (*BlobSink)(nil)

@@ -143,7 +143,7 @@ func TestBlobSinkSweep(t *testing.T) {
 	if err := s.Commit(ctx, empty); err != nil {
 		t.Fatal(err)
 	}
-	last, err := job.Sweep(ctx, s, "e5")
+	last, err := s.Sweep(ctx, "e5")
 	if err != nil {
 		t.Fatal(err)
 	}

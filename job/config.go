@@ -28,10 +28,18 @@ type Config struct {
 	// Storage keeps the checkpoints: a *blobstorage.Storage (resumable
 	// on any node) or any checkpoint.Storage. A Storage with a writer
 	// role (Acquire) is acquired first, which fences the previous writer.
+	// Put its local directory (blobstorage.New's dir) under Dir, say
+	// Dir/checkpoints: never Dir/live, nor the Dir of another job.
 	Storage checkpoint.Storage
-	// Dir is the local working directory; the live state is Dir/live.
-	// Whatever it holds is discarded at start: the state always comes
-	// from the checkpoint restored.
+	// Dir is the local working directory, which the job owns alone while
+	// it runs; the live state is Dir/live. Start takes a flock(2) on
+	// Dir/.tidemark-job.lock and refuses, with ErrDirLocked and the
+	// holder's pid, a Dir another job holds, in this process or another,
+	// before touching anything: a paused job (a zombie) never shares its
+	// files with its successor. The kernel drops the lock when the
+	// process dies, kill -9 included. Whatever else Dir/live holds is
+	// discarded at start: the state always comes from the checkpoint
+	// restored.
 	Dir string
 
 	// Source, Processor and Sink are the job (see their contracts).

@@ -37,14 +37,17 @@
 // never aborts, because a failed persist of the prepared record may have
 // landed (the response was lost) and commits on recovery. Transactions
 // of writers that died before persisting are garbage a sink may drop
-// once no record can name them (BlobSink does at recovery). Write never
-// reopens a transaction of an earlier run: every run has its own writer.
+// once no record can name them: a sink that is a Sweeper (BlobSink is)
+// does at recovery. Write never reopens a transaction of an earlier run:
+// every run has its own writer, and a sink keys transactions by the
+// whole Txn, because an id whose record was never persisted is reused.
 //
 // # Crashes, zombies, restarts
 //
 // A crash anywhere is safe: the next run, on the same disk or an empty
 // node, restores the latest checkpoint, re-reads from its offsets and
-// writes into new transactions. A writer fenced by a newer one stops at
+// writes into new transactions. A run owns Config.Dir alone (a flock):
+// a paused process on the same disk is refused there, not shared with. A writer fenced by a newer one stops at
 // once with an error wrapping checkpoint.ErrFenced, aborting nothing.
 // BlobSink is a Sink on any Blobstore that follows this contract.
 package job

@@ -17,20 +17,24 @@ import (
 	"github.com/tidemark-io/tidemark/state"
 )
 
-// numbers is the job: a replayable source of the numbers 1…n, and a
-// processor that keeps their running total in the state.
-type numbers struct{ next, n int }
+// numbers is the job: a replayable log of the numbers 1…n, and a
+// processor that keeps their running total in the state. Its node dies
+// (Next fails) once it read diesAfter numbers, unless that is 0.
+type numbers struct{ next, n, diesAfter int }
 
-func (s *numbers) Seek(_ context.Context, offsets []byte) error {
-	s.next, _ = strconv.Atoi(string(offsets)) // nil: 0, the beginning
-	return nil
-}
+// atoi parses a decimal number; nil is 0.
+func atoi(b []byte) int { n, _ := strconv.Atoi(string(b)); return n }
+
+// Seek goes back to what Offsets returned (nil: 0, the beginning).
+func (s *numbers) Seek(_ context.Context, off []byte) error { s.next = atoi(off); return nil }
 
 func (s *numbers) Offsets() ([]byte, error) { return []byte(strconv.Itoa(s.next)), nil }
 
 func (s *numbers) Next(context.Context) ([]job.Record, error) {
 	if s.next == s.n {
-		return nil, io.EOF
+		return nil, io.EOF // the log ends: a final checkpoint, then Run returns
+	} else if s.next == s.diesAfter && s.diesAfter > 0 {
+		return nil, errors.New("the node dies") // Run returns this error
 	}
 	s.next++
 	return []job.Record{{Key: []byte(strconv.Itoa(s.next))}}, nil
@@ -39,39 +43,29 @@ func (s *numbers) Next(context.Context) ([]job.Record, error) {
 func (*numbers) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
 	sum, _ := st.Owner("sum")
 	v, _, err := sum.Get([]byte("total"))
-	total, _ := strconv.Atoi(string(v))
+	total := atoi(v)
 	for i := range in {
-		n, _ := strconv.Atoi(string(in[i].Key))
-		total += n
+		total += atoi(in[i].Key)
 		in[i].Value = []byte(strconv.Itoa(total))
 	}
 	return in, errors.Join(err, sum.Set([]byte("total"), []byte(strconv.Itoa(total))))
 }
 
-// A complete exactly-once job. Node 1 dies mid-stream with its disk;
+// A complete exactly-once job. Node 1 dies mid-stream, with its disk;
 // node 2 resumes from the bucket on an empty disk. The output holds each
 // number once, with the running total the state kept across the nodes.
 func Example() {
 	bucket := memstore.New() // s3store or filestore in production
-	sink := job.NewBlobSink(bucket, "out/")
-	for node := 1; node <= 2; node++ {
+	for node, src := range []*numbers{{n: 10, diesAfter: 5}, {n: 10}} {
 		disk, _ := os.MkdirTemp("", "node-")
-		ctx, die := context.WithCancel(context.Background())
-		src := &numbers{n: 10}
-		_, err := job.Run(ctx, job.Config{
+		_, err := job.Run(context.Background(), job.Config{Dir: disk, Source: src, Processor: src,
 			Storage: blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
-			Dir:     disk, Source: src, Processor: src, Sink: sink, EveryRecords: 2,
-			Observe: func(e job.Event) {
-				if node == 1 && e.Records == 5 {
-					die() // node 1 dies…
-				}
-			},
-		})
-		die()
-		os.RemoveAll(disk) // …with its disk
-		fmt.Println("node", node, "died:", err != nil)
+			Sink:    job.NewBlobSink(bucket, "out/"), EveryRecords: 2})
+		os.RemoveAll(disk) // node 1's disk is lost with it
+		fmt.Println("node", node+1, "died:", err != nil)
 	}
-	for rec, err := range sink.Output(context.Background()) {
+	// Any node reads the committed output.
+	for rec, err := range job.NewBlobSink(bucket, "out/").Output(context.Background()) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -95,7 +89,7 @@ func ExampleJob_Stop() {
 	j, err := job.Start(context.Background(), job.Config{
 		Storage: storage, Dir: disk, Source: src, Processor: src, Sink: job.NewBlobSink(bucket, "out/"),
 		Observe: func(e job.Event) {
-			if e.Records == 100 {
+			if e.Kind == "batch" && e.Records == 100 { // once
 				close(read)
 			}
 		},

@@ -1,8 +1,6 @@
 package job
 
 import (
-	"context"
-
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -14,9 +12,4 @@ var ErrHalted = errHalted
 func WithHook(cfg Config, hook func(checkpoint.Step, string) checkpoint.HookAction) Config {
 	cfg.hook = hook
 	return cfg
-}
-
-// Sweep runs s's recovery sweep for writer, as the runtime does.
-func Sweep(ctx context.Context, s *BlobSink, writer string) (lastID string, err error) {
-	return s.sweep(ctx, "", writer)
 }

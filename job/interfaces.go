@@ -38,12 +38,16 @@ type Source interface {
 	Seek(ctx context.Context, offsets []byte) error
 	// Next returns the next batch of records. It may return an empty
 	// batch when nothing arrived for a while (checkpoints are taken
-	// between calls). io.EOF ends a bounded source: the runtime takes a
-	// final checkpoint and returns. It must return soon after ctx is
-	// done, with no records: Job.Stop cancels it to drain.
+	// between calls). io.EOF ends a bounded source: the records returned
+	// with it are processed, then the runtime takes a final checkpoint
+	// and returns. It must return soon after ctx is done, with no
+	// records: Job.Stop cancels it to drain (records returned with any
+	// other error are dropped).
 	Next(ctx context.Context) ([]Record, error)
 	// Offsets returns the position after the last record Next returned,
-	// as a JSON document (tidemark show prints it as it is).
+	// as a JSON document (tidemark show prints it as it is); empty means
+	// the beginning. Anything else that is not valid JSON fails the
+	// checkpoint at its barrier, which stops the job.
 	Offsets() ([]byte, error)
 }
 
@@ -66,6 +70,11 @@ type Processor interface {
 // the prepared checkpoint's transaction again, and a zombie that wakes
 // late commits the same transaction, so Commit must be idempotent. No
 // transaction named by a prepared record is ever aborted.
+//
+// A sink must key its transactions by the whole Txn, ID and Writer,
+// never by ID alone: an id whose record was never persisted (the writer
+// died after Write or Prepare) is used again by the next writer, unless
+// the sink is a Sweeper that reports it.
 type Sink interface {
 	// Write adds records to the open transaction txn, in order; it is
 	// called for each batch with output. Nothing written is visible to
@@ -81,10 +90,29 @@ type Sink interface {
 	// idempotent: it may be called again after a crash, a lost
 	// response, by recovery on another node, and by a zombie after the
 	// takeover, possibly concurrently; each call after the first must
-	// succeed and change nothing.
+	// succeed and change nothing. An error stops the run (the
+	// Coordinator fails); the record stays prepared, so the next run's
+	// recovery commits txn again before it reads anything.
 	Commit(ctx context.Context, txn Txn) error
 	// Abort discards txn, which no prepared record names: its checkpoint
 	// failed before it was persisted. Called at most once per txn, best
 	// effort; a sink may also discard such leftovers itself.
 	Abort(ctx context.Context, txn Txn) error
+}
+
+// Sweeper is an optional interface of a Sink: the runtime's hook to clean
+// up after dead writers. BlobSink implements it.
+//
+// Sweep is called once per run, at start: after recovery committed the
+// transaction of the prepared record (if any), before the first Write.
+// writer is the new run's Txn.Writer. Sweep may delete the transactions
+// of other writers that were never committed, except those of a newer
+// writer ("e<n>" with a greater n: it fenced this one, and a record it
+// persists later may name them); it must never delete a committed
+// transaction nor anything a record could still name. It returns the
+// greatest checkpoint id it has seen, staged or committed ("" if none):
+// the runtime's ids start after it, so no id is reused. An error stops
+// the run before anything is read.
+type Sweeper interface {
+	Sweep(ctx context.Context, writer string) (lastID string, err error)
 }

@@ -14,7 +14,8 @@ type StopOptions struct {
 	// Savepoint, if not empty, is the label of a savepoint of the final
 	// checkpoint, written to the Storage's Blobstore (a
 	// *blobstorage.Storage) with checkpoint.CreateNewSavepoint: it never
-	// replaces an existing savepoint.
+	// replaces an existing savepoint, and none is ever collected (see
+	// Job.Stop: a label per deploy, `tidemark savepoint rm`).
 	Savepoint string
 }
 
@@ -32,18 +33,25 @@ type Job struct {
 	saved    bool          // the savepoint was written (by the run or Stop)
 }
 
-// Start checks cfg and starts the job in the background; see Run for
-// what it does. It returns an error wrapping ErrConfig, having touched
-// nothing, for a Config it refuses. Cancelling ctx stops the job where it
-// is, as a crash would: crash-safe, resumable.
+// Start checks cfg, locks Config.Dir and starts the job in the
+// background; see Run for what it does. Having touched nothing, it
+// returns an error wrapping ErrConfig for a Config it refuses, and one
+// wrapping ErrDirLocked when another job holds Dir. Cancelling ctx stops
+// the job where it is, as a crash would: crash-safe, resumable. Dir stays
+// locked until the job has returned (Wait).
 func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	release, err := lockDir(cfg.Dir)
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &Job{cfg: cfg.withDefaults(), cancel: cancel, done: make(chan struct{}), stopping: make(chan struct{})}
 	go func() {
 		defer close(j.done)
+		defer release() // before done: Dir is free once Wait returns
 		defer cancel()
 		r := &runner{cfg: j.cfg, job: j}
 		j.res, j.err = r.run(ctx)
@@ -88,11 +96,19 @@ func (j *Job) Wait() (Result, error) {
 // writes the savepoint opts asks for, and returns the job's Result. A job
 // resumed after it reprocesses nothing that was read before the stop.
 //
-// ctx bounds it all: past its deadline Stop kills the job where it is,
-// as a crash would (crash-safe, resumable from the last checkpoint), and
-// returns an error wrapping ctx's. A second Stop waits for the first.
-// A label that cannot name a new savepoint, or names one that exists, is
-// refused before anything stops.
+// ctx bounds it all, even a Source, Processor or Sink that ignores its
+// ctx: once ctx is done Stop cancels the job, as a crash would
+// (crash-safe, resumable from the last checkpoint), and returns at once
+// an error wrapping ctx's, with an empty Result if the job has not
+// returned yet. Such a job ends in the background when the call it is in
+// returns; Wait waits for it, and Dir stays locked until then. A second
+// Stop waits for the first. A label that cannot name a new savepoint, or
+// names one that exists, is refused before anything stops.
+//
+// Savepoints are never replaced nor collected: give each stop its own
+// label (one per deploy, say) and delete the old ones with
+// `tidemark savepoint rm`. Resuming from an older savepoint (a rollback)
+// emits again, in new transactions, the output committed after it.
 func (j *Job) Stop(ctx context.Context, opts StopOptions) (Result, error) {
 	if opts.Savepoint != "" {
 		if err := checkpoint.ValidateNewLabel(opts.Savepoint); err != nil {
@@ -122,8 +138,13 @@ func (j *Job) Stop(ctx context.Context, opts StopOptions) (Result, error) {
 	case <-j.done:
 	case <-ctx.Done():
 		j.cancel()
-		res, err := j.Wait()
-		return res, errors.Join(fmt.Errorf("job: stop: deadline passed, stopped as a crash would: %w", ctx.Err()), err)
+		select {
+		case <-j.done:
+			res, err := j.Wait()
+			return res, errors.Join(fmt.Errorf("job: stop: deadline passed, stopped as a crash would: %w", ctx.Err()), err)
+		default:
+			return Result{}, fmt.Errorf("job: stop: deadline passed: the job is cancelled, as a crash would be, and ends in the background (Wait): %w", ctx.Err())
+		}
 	}
 	if res, err := j.Wait(); err != nil {
 		return res, err

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,10 @@ func (r *runner) cut(ctx context.Context) (string, error) {
 	offsets, err := cfg.Source.Offsets()
 	if err != nil {
 		return "", abandon(fmt.Errorf("job: source offsets: %w", err))
+	}
+	// Recovery hands them back to Seek, and tidemark show prints them.
+	if len(offsets) > 0 && !json.Valid(offsets) {
+		return "", abandon(fmt.Errorf("job: source offsets %.40q are not JSON (Source.Offsets)", offsets))
 	}
 	// The barrier: offsets, state and output are cut between two batches.
 	r.coord.OnBarrierInjected(id, offsets)

@@ -42,15 +42,6 @@ type operatorState struct {
 	RemoteState string `json:"remote_state,omitempty"`
 }
 
-// sweeper is implemented by sinks that can discard the leftovers of dead
-// writers (BlobSink). At recovery, after every prepared record was
-// committed, the runtime asks it to drop every staged transaction but
-// those committed and those of writers newer than writer, and to return
-// the greatest checkpoint id it has seen, which the runtime never reuses.
-type sweeper interface {
-	sweep(ctx context.Context, restored, writer string) (lastID string, err error)
-}
-
 // gcer is a Storage with garbage collection (blobstorage.Storage).
 type gcer interface {
 	GC(ctx context.Context, opts blobstorage.GCOptions) (blobstorage.GCReport, error)
@@ -173,10 +164,13 @@ func (r *runner) start(ctx context.Context) error {
 	r.res.Restored = restored
 
 	// 3. Leftovers of dead writers, and ids the sink saw: never reuse one.
-	if s, ok := cfg.Sink.(sweeper); ok {
-		seen, err := s.sweep(ctx, restored, r.writer)
+	if s, ok := cfg.Sink.(Sweeper); ok {
+		seen, err := s.Sweep(ctx, r.writer)
 		if err != nil {
-			return err
+			return fmt.Errorf("job: sink sweep: %w", err)
+		}
+		if seen != "" && checkpoint.ValidateID(seen) != nil {
+			return fmt.Errorf("job: sink sweep: %q is not a checkpoint id", seen)
 		}
 		last = max(last, seen)
 	}

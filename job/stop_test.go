@@ -123,11 +123,66 @@ func TestStopPastDeadlineIsCrashSafe(t *testing.T) {
 	if _, err := j.Stop(ctx, job.StopOptions{Savepoint: "late"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("stop: %v, want the deadline's error", err)
 	}
+	_, _ = j.Wait() // it may still be ending: let it, before d1 goes
 	d2 := t.TempDir()
 	src := &source{n: 1000, batch: 10}
 	if _, err := job.Run(t.Context(), job.Config{
 		Storage: node(t, bucket, d2), Dir: d2, Source: src, Processor: summer{}, Sink: sink, State: smallState,
 	}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	checkExactlyOnce(t, blobOutput(t, sink), 1000)
+}
+
+// stuckSource is a source whose Next, once stuck is closed, blocks until
+// unstick is closed, ignoring its ctx.
+type stuckSource struct {
+	*source
+	stuck, unstick chan struct{}
+}
+
+func (s *stuckSource) Next(ctx context.Context) ([]job.Record, error) {
+	select {
+	case <-s.stuck:
+		<-s.unstick
+	default:
+	}
+	return s.source.Next(ctx)
+}
+
+// Stop returns once its deadline passed even if the job is stuck in a
+// Source.Next that ignores ctx: the job is cancelled, Dir stays locked
+// until it returned, and a resume is exactly once.
+func TestStopDeadlineBoundsStuckSource(t *testing.T) {
+	bucket := memstore.New()
+	sink := job.NewBlobSink(bucket, "out/")
+	dir := t.TempDir()
+	src := &stuckSource{source: &source{n: 1 << 30, batch: 10}, stuck: make(chan struct{}), unstick: make(chan struct{})}
+	cfg := job.Config{
+		Storage: node(t, bucket, dir), Dir: dir, Source: src,
+		Processor: summer{}, Sink: sink, EveryRecords: 100, State: smallState,
+	}
+	j := startUntil(t, cfg, 300)
+	close(src.stuck)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	res, err := j.Stop(ctx, job.StopOptions{Savepoint: "never"})
+	if !errors.Is(err, context.DeadlineExceeded) || res.Checkpoints != 0 {
+		t.Fatalf("stop: %+v %v, want the deadline's error and an empty Result", res, err)
+	}
+	// Next is still stuck: the job has not returned, and holds Dir.
+	cfg.Source = &source{n: 1000, batch: 10}
+	if _, err := job.Start(t.Context(), cfg); !errors.Is(err, job.ErrDirLocked) {
+		t.Fatalf("Start while the stopped job is stuck: %v, want ErrDirLocked", err)
+	}
+	close(src.unstick)
+	if _, err := j.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("the stuck job ended with %v, want cancelled", err)
+	}
+	if ok, err := bucket.Exists(t.Context(), checkpoint.SavepointKey("never")); err != nil || ok {
+		t.Errorf("a savepoint was written after the deadline: %v %v", ok, err)
+	}
+	if _, err := job.Run(t.Context(), cfg); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	checkExactlyOnce(t, blobOutput(t, sink), 1000)
