@@ -101,6 +101,16 @@ type Config struct {
 	// RemoteStateLower. Storage must be a blobstorage.Storage.
 	RemoteState string
 
+	// Stop, if not nil, stops the run gracefully once closed: it reads no
+	// further batch, takes a final checkpoint of every record it read,
+	// waits for it to complete (its sink transaction committed) and
+	// returns with Result.Stopped set and no exactly-once check. A resume
+	// then starts at that checkpoint: nothing read before the stop is
+	// read again. A stop that cannot complete its checkpoint (the store
+	// down) waits; cancel ctx to bound it: the run then stops as on a
+	// crash.
+	Stop <-chan struct{}
+
 	// Progress, if set, receives progress events: at the start, after
 	// every completed checkpoint, about once a second while records flow,
 	// and at the end. Called from the run's goroutine.
@@ -143,6 +153,9 @@ type Result struct {
 	LastID      string
 	// Check is the exactly-once check (zero if the run did not reach it).
 	Check Check
+	// Stopped is set when Config.Stop stopped the run before the end of
+	// the source: LastID is then its final checkpoint, at EndOffset.
+	Stopped bool
 }
 
 // withDefaults fills the zero fields of c.
@@ -480,9 +493,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	r.coord = c
 
 	// 5. Process.
-	err = r.process(ctx, &res, ops)
+	stopped, err := r.process(ctx, &res, ops)
 	res.EndOffset = r.src.Offset()
-	if err != nil {
+	if err != nil || stopped {
+		res.Stopped = stopped
 		return res, err
 	}
 
@@ -515,9 +529,10 @@ type operatorState struct {
 	Lineage Lineage `json:"lineage,omitempty"`
 }
 
-// process reads the source to its end, checkpointing on the way, then
-// takes the final checkpoint and waits for it (see loop).
-func (r *runner) process(ctx context.Context, res *Result, ops operatorState) error {
+// process reads the source to its end (or until Config.Stop), checkpointing
+// on the way, then takes the final checkpoint and waits for it (see loop).
+// stopped reports a stop before the end.
+func (r *runner) process(ctx context.Context, res *Result, ops operatorState) (stopped bool, err error) {
 	cfg := r.cfg
 	ops.Runs++
 	ops.RemoteState = cfg.RemoteState
@@ -570,8 +585,10 @@ func (r *runner) process(ctx context.Context, res *Result, ops operatorState) er
 		tick: func() {
 			r.progress(Progress{Event: "records", Offset: r.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
 		},
+		stop: cfg.Stop, fresh: res.RestoredID == "",
 	}
-	return l.run(ctx)
+	err = l.run(ctx)
+	return l.stopped, err
 }
 
 // afterCompleted reports progress, prunes local state directories older

@@ -346,6 +346,12 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 		if !errors.As(err, &lost) || ctx.Err() != nil {
 			return res, err
 		}
+		if stopping(cfg.Stop) {
+			// Draining: a final checkpoint needs every worker, and
+			// waiting for a new one would outlast the stop's deadline.
+			// The latest completed checkpoint stays the one to resume.
+			return res, fmt.Errorf("demo: stopping: %w", err)
+		}
 		if res.Replaced >= c.wc.MaxReplacements {
 			return res, fmt.Errorf("demo: gave up after replacing %s: %w", plural(res.Replaced, "worker"), err)
 		}
@@ -356,8 +362,12 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 		res.Rollbacks++
 	}
 
-	// 4. Done: stop the workers, then check from the store.
+	// 4. Done: stop the workers, then check from the store (unless
+	// stopped before the end: there is nothing to check yet).
 	c.stopWorkers(ctx)
+	if res.Stopped {
+		return res, nil
+	}
 	res.Check, err = c.check(ctx, &res)
 	c.progress(Progress{Event: "done", Offset: c.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
 	if err != nil {
@@ -857,8 +867,11 @@ func (s *wsession) process(ctx context.Context, ops operatorState) error {
 		tick: func() {
 			c.progress(Progress{Event: "records", Offset: c.src.Offset(), Checkpoints: s.res.Checkpoints, LastCompleted: s.res.LastID})
 		},
+		stop: cfg.Stop, fresh: c.lastCompleted == "",
 	}
-	return l.run(ctx)
+	err := l.run(ctx)
+	s.res.Stopped = l.stopped
+	return err
 }
 
 // check restores every owner of the final checkpoint from the store into
