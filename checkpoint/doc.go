@@ -75,8 +75,10 @@
 //  4. calls OnCompleted, then commits source offsets externally
 //     (advisory: a failure is logged, not fatal)                  [StepOffsetsCommitted]
 //
-// A failure before step 2 aborts the sink transaction; any failure is
-// reported once on Fatal and stops the coordinator. Coordinator.Hook
+// A failure before step 2 calls AbortSink, if set; any failure is
+// reported once on Fatal and stops the coordinator. A roll-forward job
+// leaves AbortSink nil: a failed save of the prepared record may have
+// landed (the response was lost), and then that record commits. Coordinator.Hook
 // fires after each step and can inject a failure (HookFail) or a crash
 // (HookHalt) there; the crash-window tests do so at every step.
 //
@@ -88,9 +90,9 @@
 // fail its commit. The zombie only reports the error on Fatal and stops;
 // the new writer's recovery decides whatever the zombie left open. For
 // the same reason a sink should name its transactions per writer (the
-// demo's sink stages under <id>@<writer> and a commit names the staged
-// object and digest it commits), so that two writers using one id never
-// commit each other's output.
+// job package's BlobSink stages under <id>@<writer> and a commit names the
+// staged object and digest it commits), so that two writers using one id
+// never commit each other's output.
 //
 // # Recovery
 //
@@ -117,6 +119,15 @@
 // commit is what makes the window between steps 1 and 2 safe: P's output
 // was never visible, and replaying from C's offsets produces it exactly
 // once. The next id is NextID(Decision.Latest.ID), never an abandoned one.
+//
+// A "no" is safe only if it is final: a zombie frozen between steps 1 and
+// 2 still commits when it wakes, after recovery replayed P's output. A
+// read-only CommittedFunc therefore duplicates output. Roll forward
+// instead, as package job does (Flink's contract): the prepared record is
+// the logged commit decision, binding on every writer, so the
+// CommittedFunc commits P's transaction (idempotently: the zombie's late
+// commit changes nothing) and answers yes. Package job states that sink
+// contract; ExampleCoordinator shows the same path by hand.
 //
 // # Savepoints
 //

@@ -56,7 +56,10 @@ type Decision struct {
 // CommittedFunc reports whether the sink transaction of a prepared
 // checkpoint committed. It must answer from the sink's durable knowledge
 // (a transaction marker, a committed-transactions table), not guess: an
-// error makes Recover fail rather than choose.
+// error makes Recover fail rather than choose. A "no" must be final, so
+// that no late commit can follow it; rolling forward (commit the
+// transaction idempotently, answer true) needs no such arbitration: see
+// "Recovery" in the package documentation.
 type CommittedFunc func(ctx context.Context, cp *CheckpointData) (bool, error)
 
 // Recover decides, from the latest checkpoint in s and the sink's

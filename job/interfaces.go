@@ -13,12 +13,14 @@ type Record struct {
 }
 
 // Txn names the sink transaction of one checkpoint: the checkpoint's id
-// and the writer (the epoch of the writer role, "e<epoch>") that opened
-// it. Two writers that use the same checkpoint id (a zombie and the node
-// that replaced it) open different transactions.
+// and the writer that opened it: "e<epoch>" for the epoch of the writer
+// role, or "r<random hex>" for a run on a Storage without one. Every run
+// has its own writer, so two runs that use the same checkpoint id (a
+// zombie and the node that replaced it, or a run and its restart) open
+// different transactions.
 type Txn struct {
 	ID     string // checkpoint id
-	Writer string // "e<epoch>"
+	Writer string // "e<epoch>" or "r<hex>"
 }
 
 // String returns "<id>@<writer>".
@@ -35,8 +37,10 @@ type Source interface {
 	// Called once, before the first Next.
 	Seek(ctx context.Context, offsets []byte) error
 	// Next returns the next batch of records. It may return an empty
-	// batch when nothing arrived for a while. io.EOF ends a bounded
-	// source: the runtime takes a final checkpoint and returns.
+	// batch when nothing arrived for a while (checkpoints are taken
+	// between calls). io.EOF ends a bounded source: the runtime takes a
+	// final checkpoint and returns. It must return soon after ctx is
+	// done, with no records: Job.Stop cancels it to drain.
 	Next(ctx context.Context) ([]Record, error)
 	// Offsets returns the position after the last record Next returned,
 	// as a JSON document (tidemark show prints it as it is).
@@ -69,7 +73,8 @@ type Sink interface {
 	// Prepare makes everything written to txn durable, still invisible,
 	// and committable from any node: after Prepare returns nil, Commit
 	// of txn must succeed later even if this process dies now. Called
-	// once per transaction, before the checkpoint is persisted.
+	// once per transaction, before the checkpoint is persisted, also for
+	// a transaction nothing was written to.
 	Prepare(ctx context.Context, txn Txn) error
 	// Commit makes txn's output visible, atomically. It must be
 	// idempotent: it may be called again after a crash, a lost

@@ -1,0 +1,191 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// ErrConfig is returned (wrapped) by Start and Run for a Config they
+// refuse. They refuse before touching any store or directory.
+var ErrConfig = errors.New("job: invalid config")
+
+// Config describes a job. Storage, Dir, Source, Processor and Sink are
+// required; every other zero field takes the default documented on it.
+//
+// Config describes one process that runs the whole job. A worker of a job
+// spanning hosts (blobstorage.Worker underneath) will be selected by a
+// further field; the user's Source, Processor and Sink stay the same.
+type Config struct {
+	// Storage keeps the checkpoints: a *blobstorage.Storage (resumable
+	// on any node) or any checkpoint.Storage. A Storage with a writer
+	// role (Acquire) is acquired first, which fences the previous writer.
+	Storage checkpoint.Storage
+	// Dir is the local working directory; the live state is Dir/live.
+	// Whatever it holds is discarded at start: the state always comes
+	// from the checkpoint restored.
+	Dir string
+
+	// Source, Processor and Sink are the job (see their contracts).
+	Source    Source
+	Processor Processor
+	Sink      Sink
+
+	// Interval is the time between checkpoints. Zero means 10s.
+	Interval time.Duration
+	// EveryRecords, if not zero, also takes a checkpoint once that many
+	// records were read since the last one, whichever comes first.
+	EveryRecords uint64
+	// GCEvery runs the Storage's garbage collection (for a
+	// *blobstorage.Storage: GC, whose retention is its Options.Keep and
+	// Options.Grace) after every GCEvery completed checkpoints. Zero
+	// means 5; negative never. A GC that finds this writer fenced stops
+	// the job; other GC errors are logged.
+	GCEvery int
+
+	// RemoteState puts the state in remote mode (instant restore): "all"
+	// creates every SST in the Storage's Blobstore, "lower" only those
+	// of L5 and L6. Empty keeps the state on local disk. Remote mode
+	// needs a *blobstorage.Storage.
+	RemoteState string
+	// State configures the Pebble state (its Remote field is set by
+	// RemoteState; leave it zero).
+	State state.Options
+	// Owners are the state's owners opened at start, so that every
+	// checkpoint holds them; the Processor may open others.
+	Owners []string
+
+	// Observe, if set, hears of the job's progress (see Event). It is
+	// called from the job's goroutine and must not block.
+	Observe func(Event)
+	// Logger receives warnings (failed GC, advisory errors). Nil
+	// discards them.
+	Logger *slog.Logger
+
+	// hook is the crash-test seam on the Coordinator (export_test.go).
+	hook func(checkpoint.Step, string) checkpoint.HookAction
+}
+
+// Event is a progress event of a running job.
+type Event struct {
+	// Kind is "start" (recovery done, Checkpoint restored or ""),
+	// "batch" (a batch was processed and written), "checkpoint"
+	// (Checkpoint completed) or "stop" (the job returns).
+	Kind string
+	// Checkpoint is the checkpoint the event is about.
+	Checkpoint string
+	// Records counts the records this run read so far.
+	Records uint64
+}
+
+// Result is what a run did, filled as far as it got.
+type Result struct {
+	// Action is what recovery decided, and Restored the checkpoint it
+	// restored ("" when starting fresh).
+	Action   checkpoint.Action
+	Restored string
+	// Writer names this run's sink transactions (Txn.Writer).
+	Writer string
+	// Checkpoints counts the checkpoints this run completed; Last is the
+	// id of the last one.
+	Checkpoints int
+	Last        string
+	// Records counts the records this run read.
+	Records uint64
+	// Savepoint is the key of the savepoint Stop wrote ("" if none).
+	Savepoint string
+}
+
+const (
+	defaultInterval = 10 * time.Second
+	defaultGCEvery  = 5
+	liveDir         = "live"
+	// operatorKey is the runtime's entry in CheckpointData.Operators.
+	operatorKey = "tidemark.job"
+)
+
+// acquirer is a Storage with a writer role (blobstorage.Storage).
+type acquirer interface {
+	Acquire(ctx context.Context) (uint64, error)
+}
+
+// remoteStorage is what remote mode needs of the Storage.
+type remoteStorage interface {
+	Blobstore() blobstore.Blobstore
+	UseRemote(blobstorage.RemoteState)
+}
+
+// remoteLevels parses Config.RemoteState; remote is false for "".
+func remoteLevels(s string) (levels state.RemoteLevels, remote bool, err error) {
+	switch s {
+	case "":
+		return 0, false, nil
+	case "all":
+		return state.RemoteAllLevels, true, nil
+	case "lower":
+		return state.RemoteLowerLevels, true, nil
+	}
+	return 0, false, fmt.Errorf("%w: RemoteState %q: want \"all\", \"lower\" or empty", ErrConfig, s)
+}
+
+// check refuses a Config Run cannot run, touching nothing.
+func (c Config) check() error {
+	var missing []string
+	for name, isNil := range map[string]bool{
+		"Storage": c.Storage == nil, "Source": c.Source == nil,
+		"Processor": c.Processor == nil, "Sink": c.Sink == nil, "Dir": c.Dir == "",
+	} {
+		if isNil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%w: %v required", ErrConfig, missing)
+	}
+	if c.Interval < 0 {
+		return fmt.Errorf("%w: negative Interval %v", ErrConfig, c.Interval)
+	}
+	if c.State.Remote.Store != nil {
+		return fmt.Errorf("%w: set RemoteState, not State.Remote", ErrConfig)
+	}
+	_, remote, err := remoteLevels(c.RemoteState)
+	if err != nil {
+		return err
+	}
+	if remote {
+		_, rs := c.Storage.(remoteStorage)
+		_, ac := c.Storage.(acquirer)
+		if !rs || !ac {
+			return fmt.Errorf("%w: RemoteState needs a *blobstorage.Storage, not %T", ErrConfig, c.Storage)
+		}
+	}
+	for _, o := range c.Owners {
+		if err := state.ValidateOwnerID(o); err != nil {
+			return fmt.Errorf("%w: owner %q: %w", ErrConfig, o, err)
+		}
+	}
+	return nil
+}
+
+// withDefaults fills the zero fields of c.
+func (c Config) withDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = defaultInterval
+	}
+	if c.GCEvery == 0 {
+		c.GCEvery = defaultGCEvery
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
