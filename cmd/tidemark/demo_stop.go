@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 )
 
 // defaultStopTimeout bounds a graceful stop: inside Kubernetes' default

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 )
 
 func TestDemoChecksExactlyOnceAndSaysSo(t *testing.T) {

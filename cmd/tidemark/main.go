@@ -42,7 +42,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	_ "github.com/tidemark-io/tidemark/filestore" // file://
 	_ "github.com/tidemark-io/tidemark/s3store"   // s3://
 )

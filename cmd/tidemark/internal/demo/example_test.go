@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	"github.com/tidemark-io/tidemark/filestore"
 )
 
