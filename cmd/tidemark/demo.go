@@ -267,6 +267,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseTakenLabel(ctx, f.stopFlags, raw); err != nil {
+		return err
+	}
 	stderr := a.env.stderr
 	// Progress always goes to stderr, so that stdout holds only the
 	// result (one line, or JSON with --output json).
@@ -296,7 +299,8 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			_, err := storage.GC(ctx, blobstorage.GCOptions{})
 			return err
 		},
-		Stop: a.stopOn(f.stopFlags),
+		Stop:          a.stopOn(f.stopFlags),
+		StopSavepoint: f.savepoint,
 	}
 	faults := demofault.Faults{Slow: f.slow, CrashAfter: f.crashAfter}
 	if f.crashAfter > 0 && a.env.crash != nil {
@@ -312,7 +316,11 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			if p.From == "" {
 				say("starting fresh (no completed checkpoint in the store)")
 			} else {
-				say("resumed from checkpoint %s (%s) at record %d", p.From, p.Action, p.Offset)
+				how := ""
+				if p.Action != "" {
+					how = " (" + p.Action + ")"
+				}
+				say("resumed from checkpoint %s%s at record %d", p.From, how, p.Offset)
 			}
 			if p.Offset < p.Records { // a finished job only checks: nothing to crash
 				say("to crash and resume: press Ctrl-C or `kill -9 %d` (or pass --crash-after-records N), then run the same command again", os.Getpid())
@@ -326,14 +334,14 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	}
 
 	if f.workers > 0 {
-		return a.runDemoWorkers(ctx, f, cfg, bs, faults, openURL, storeURL, up, start)
+		return a.runDemoWorkers(ctx, f, cfg, faults, openURL, storeURL, up, start)
 	}
 	res, err := demo.Run(demofault.With(ctx, faults), cfg)
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := demoSummary(storeURL, f.dir, res, upBytes, upObjects, start)
 	summary["remote_state"] = f.remoteState
 	if err == nil && res.Stopped {
-		return a.finishStop(ctx, f, res, storage, bs, summary, say)
+		return a.finishStop(f, res, summary, say)
 	}
 	return a.finishDemo(ctx, res, err, summary, say, func() {
 		say("done in %s: %s this run, %s uploaded in %s",

@@ -26,7 +26,7 @@ type stopFlags struct {
 func addStopFlags(cmd *cobra.Command, f *stopFlags) {
 	fl := cmd.Flags()
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", defaultStopTimeout, "on SIGTERM, drain, take a final checkpoint and exit 0 within this long; past it (or at a second signal) stop as on a crash (exit 143)")
-	fl.StringVar(&f.savepoint, "savepoint-on-stop", "", "on SIGTERM, after the final checkpoint, also archive it as savepoint LABEL (replacing a savepoint of that label), within --stop-timeout")
+	fl.StringVar(&f.savepoint, "savepoint-on-stop", "", "on SIGTERM, after the final checkpoint, also archive it as savepoint LABEL, within --stop-timeout (a label that is taken is refused at the start: a stop never replaces a savepoint)")
 }
 
 func (f stopFlags) check() error {
@@ -50,20 +50,30 @@ func (a *app) stopOn(f stopFlags) <-chan struct{} {
 	return a.env.terminate(f.stopTimeout)
 }
 
+// refuseTakenLabel refuses, before the job runs, a --savepoint-on-stop
+// label that names a savepoint: a stop never replaces one.
+func refuseTakenLabel(ctx context.Context, f stopFlags, bs blobstore.Blobstore) error {
+	if f.savepoint == "" {
+		return nil
+	}
+	ok, err := bs.Exists(ctx, checkpoint.SavepointKey(f.savepoint))
+	if err != nil {
+		return fmt.Errorf("demo: --savepoint-on-stop: %w", err)
+	}
+	if ok {
+		return fmt.Errorf("demo: --savepoint-on-stop %s: the store has a savepoint of that label, and a stop never replaces one (tidemark savepoint rm %s, or choose another label)", f.savepoint, f.savepoint)
+	}
+	return nil
+}
+
 // finishStop reports a run that SIGTERM stopped after its final
-// checkpoint, archiving it first as --savepoint-on-stop.
-func (a *app) finishStop(ctx context.Context, f demoFlags, res demo.Result, st checkpoint.Storage, bs blobstore.Blobstore, summary map[string]any, say func(string, ...any)) error {
+// checkpoint (and the savepoint of --savepoint-on-stop, which the run
+// wrote).
+func (a *app) finishStop(f demoFlags, res demo.Result, summary map[string]any, say func(string, ...any)) error {
 	summary["stopped"] = true
-	summary["savepoint"] = f.savepoint
+	summary["savepoint"] = res.Savepoint
 	saved := ""
-	if f.savepoint != "" {
-		id, err := checkpoint.CreateSavepoint(ctx, st, bs, f.savepoint)
-		if err != nil {
-			return fmt.Errorf("demo: stopped at checkpoint %s, but savepoint %s: %w", orNone(res.LastID), f.savepoint, err)
-		}
-		if id != res.LastID {
-			return fmt.Errorf("demo: stopped at checkpoint %s, but savepoint %s archived checkpoint %s: another writer took over", orNone(res.LastID), f.savepoint, id)
-		}
+	if res.Savepoint != "" {
 		saved = fmt.Sprintf(", archived as savepoint %s", f.savepoint)
 	}
 	line := fmt.Sprintf("stopped (SIGTERM) at record %d of %d: final checkpoint %s completed%s", res.EndOffset, f.records, orNone(res.LastID), saved)

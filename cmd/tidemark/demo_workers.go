@@ -188,7 +188,7 @@ func (a *app) serveWorkerMetrics(ctx context.Context, addr string, cfg *demo.Wor
 
 // runDemoWorkers runs the demo job of cfg with f.workers workers; the
 // rest of the demo's setup is runDemo's.
-func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, bs blobstore.Blobstore, faults demofault.Faults, openURL, storeURL string, up *uploads, start time.Time) error {
+func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, faults demofault.Faults, openURL, storeURL string, up *uploads, start time.Time) error {
 	w := f.workersFlags
 	stderr := &syncWriter{w: a.env.stderr}
 	say := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
@@ -278,7 +278,7 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 	summary := demoSummary(storeURL, f.dir, res.Result, upBytes, upObjects, start)
 	summary["workers"], summary["replaced"], summary["assignment"] = w.workers, res.Replaced, res.Assignment
 	if err == nil && res.Stopped {
-		return a.finishStop(ctx, f, res.Result, cfg.Storage, bs, summary, say)
+		return a.finishStop(f, res.Result, summary, say)
 	}
 	return a.finishDemo(ctx, res.Result, err, summary, say, func() {
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,47 +94,22 @@ func (r *runner) sameStateMode(cp *checkpoint.CheckpointData, ops operatorState)
 	return nil
 }
 
-// remoteOptions returns the state options of a remote-mode run of
-// writer epoch: the objects in the Storage's own Blobstore under
-// blobstorage.RemotePrefix, labelled by the epoch.
-func (r *runner) remoteOptions(epoch uint64) (state.Options, bool) {
-	o := r.cfg.State
-	levels, remote, _ := ParseRemoteState(r.cfg.RemoteState)
-	if !remote {
-		return o, false
-	}
-	o.Remote = state.RemoteOptions{
-		Store:      r.cfg.Storage.(remoteStorage).Blobstore(),
-		Prefix:     blobstorage.RemotePrefix,
-		Generation: blobstorage.RemoteGeneration(epoch),
-		Levels:     levels,
-	}
-	return o, true
-}
-
-// useRemote hands the open state to the Storage (checkpoints reference
-// its objects, GC keeps them) and starts hydrating its cache in the
-// background: reads are served at once, and faster once it is done.
-func (r *runner) useRemote(ctx context.Context) {
-	r.cfg.Storage.(remoteStorage).UseRemote(r.state.CheckpointRemote())
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := r.state.Hydrate(ctx); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("demo: hydrate remote state", "err", err)
-		}
-	}()
-	r.stopHydrate = func() { cancel(); <-done }
-}
+// runtimeOperatorKey is package job's entry in CheckpointData.Operators,
+// which records its Config.RemoteState as remote_state: read to refuse a
+// job in remote state with the CLI's words before the runtime starts.
+const runtimeOperatorKey = "tidemark.job"
 
 // checkStateMode reads the operator state of cp and checks its mode
 // (sameStateMode).
 func (r *runner) checkStateMode(cp *checkpoint.CheckpointData) error {
 	var ops operatorState
-	if raw, ok := cp.Operators[operatorKey]; ok {
-		if err := json.Unmarshal(raw, &ops); err != nil {
-			return fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+	// The demo's own entry (RunWorkers), or the runtime's (Run): both
+	// name the mode remote_state.
+	for _, key := range []string{operatorKey, runtimeOperatorKey} {
+		if raw, ok := cp.Operators[key]; ok {
+			if err := json.Unmarshal(raw, &ops); err != nil {
+				return fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+			}
 		}
 	}
 	return r.sameStateMode(cp, ops)
