@@ -146,8 +146,8 @@ func waitOrStop(ctx context.Context, j *job.Job, cfg Config) (job.Result, error)
 	if errors.Is(serr, checkpoint.ErrSavepointExists) {
 		// Refused before stopping: stop all the same, and say why there
 		// is no savepoint.
-		sres, err = j.Stop(ctx, job.StopOptions{})
-		return sres, errors.Join(err, fmt.Errorf("demo: stopped without the savepoint: %w", serr))
+		sres, err2 := j.Stop(ctx, job.StopOptions{})
+		return sres, errors.Join(err2, fmt.Errorf("demo: stopped without the savepoint: %w", serr))
 	}
 	return sres, serr
 }
