@@ -100,7 +100,8 @@ type Coordinator struct {
 	// with the checkpoint id whose transaction to end. A nil CommitSink
 	// makes the sink-commit step a no-op (a sink without transactions);
 	// a nil AbortSink skips the abort. AbortSink is never called for a
-	// failure wrapping ErrFenced.
+	// failure wrapping ErrFenced. A roll-forward job leaves it nil: a
+	// failed save of the prepared record may have landed (see Recover).
 	CommitSink func(ctx context.Context, id string) error
 	AbortSink  func(ctx context.Context, id string) error
 

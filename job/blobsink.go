@@ -25,7 +25,8 @@ import (
 //	txn/<id>@<writer>   the records of one transaction, put by Prepare
 //	commit/<id>         the commit: "committed <id> <txn key> sha256:<hex>"
 //
-// Write appends to a local temporary file (memory stays bounded), Prepare
+// Write appends to a temporary file in os.TempDir, unlinked at once
+// where the OS allows (memory stays bounded, a crash leaves nothing), Prepare
 // streams it into txn/<id>@<writer> with one atomic Put, and Commit is
 // one create-if-absent of commit/<id> naming that object and its digest.
 // The commit object is the commit point: a retried, recovering or zombie
@@ -260,6 +261,7 @@ func (s *BlobSink) readTxn(ctx context.Context, d commitRef, yield func(Record, 
 // commit names, except those of writers newer than writer (a writer that
 // fenced this one owns them). Called after recovery committed the only
 // prepared record there can be, it never deletes what a record names.
+// It costs two listings, and a GET only for an id staged more than once.
 func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) {
 	// Open transactions of an earlier run in this process are dead too.
 	s.mu.Lock()
@@ -295,6 +297,9 @@ func (s *BlobSink) sweep(ctx context.Context, _, writer string) (string, error) 
 	}
 	for _, id := range order {
 		keep := ""
+		if committed[id] && len(byID[id]) == 1 {
+			continue // the object its commit names, which is never deleted
+		}
 		if committed[id] {
 			d, ok, err := s.commitOf(ctx, id)
 			if err != nil || !ok {

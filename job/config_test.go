@@ -103,9 +103,10 @@ func (f *failing) Offsets() ([]byte, error) {
 }
 
 // A failing Source, Processor or Sink stops the job with its error, and
-// a failed Prepare aborts its transaction (no record can name it).
+// a failed Prepare aborts its transaction (no record can name it); a
+// failed Commit aborts nothing, and recovery commits it.
 func TestUserErrorsStopTheJob(t *testing.T) {
-	for _, at := range []string{"next", "offsets", "process", "write", "prepare"} {
+	for _, at := range []string{"next", "offsets", "process", "write", "prepare", "commit"} {
 		t.Run(at, func(t *testing.T) {
 			bucket := memstore.New()
 			l := newLedger()
@@ -124,6 +125,9 @@ func TestUserErrorsStopTheJob(t *testing.T) {
 			}
 			if at == "prepare" && sink.aborted == 0 {
 				t.Error("a failed Prepare did not abort its transaction")
+			}
+			if at == "commit" && sink.aborted != 0 {
+				t.Error("a failed Commit aborted its transaction")
 			}
 			// And the job resumes exactly once.
 			if _, err := job.Run(t.Context(), job.Config{
@@ -161,6 +165,13 @@ func (s *failingSink) Prepare(ctx context.Context, txn job.Txn) error {
 		return errBoom
 	}
 	return s.contractSink.Prepare(ctx, txn)
+}
+
+func (s *failingSink) Commit(ctx context.Context, txn job.Txn) error {
+	if s.at == "commit" {
+		return errBoom
+	}
+	return s.contractSink.Commit(ctx, txn)
 }
 
 func (s *failingSink) Abort(ctx context.Context, txn job.Txn) error {

@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -51,6 +52,9 @@ func TestCrashAtEveryStepExactlyOnce(t *testing.T) {
 		for _, step := range checkpoint.Steps {
 			for _, action := range []checkpoint.HookAction{checkpoint.HookHalt, checkpoint.HookFail} {
 				for _, sameDisk := range []bool{false, true} {
+					if sameDisk && action == checkpoint.HookFail {
+						continue // a failure leaves the disk as a crash does
+					}
 					name := fmt.Sprintf("%s/%s/%s/same-disk=%v", sk.name, step, action, sameDisk)
 					t.Run(name, func(t *testing.T) {
 						bucket := memstore.New()
@@ -139,6 +143,37 @@ func TestSameDiskLeftoversNeitherLeakNorBlock(t *testing.T) {
 	cfg.Storage = st
 	if _, err := job.Run(t.Context(), cfg); err != nil {
 		t.Fatalf("node 1 again, same disk: %v", err)
+	}
+	checkExactlyOnce(t, blobOutput(t, sink), n)
+}
+
+// A node killed before its first checkpoint restarts on the same disk
+// from nothing: the live state its first run wrote is not reopened.
+func TestSameDiskRestartBeforeFirstCheckpoint(t *testing.T) {
+	const n = 100
+	bucket := memstore.New()
+	sink := job.NewBlobSink(bucket, "out/")
+	disk := t.TempDir()
+	cfg := job.Config{
+		Storage: node(t, bucket, disk), Dir: disk, Source: &source{n: n, batch: 10},
+		Processor: summer{}, Sink: sink, EveryRecords: 1000, State: smallState,
+	}
+	ctx, kill := context.WithCancel(t.Context())
+	c := cfg
+	c.Observe = func(e job.Event) {
+		if e.Records >= 30 {
+			kill()
+		}
+	}
+	if res, err := job.Run(ctx, c); !errors.Is(err, context.Canceled) || res.Checkpoints != 0 {
+		t.Fatalf("node 1: %+v %v, want killed before any checkpoint", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(disk, "live", "sum")); err != nil {
+		t.Fatalf("node 1 left no live state to trip on: %v", err)
+	}
+	cfg.Storage = node(t, bucket, disk)
+	if _, err := job.Run(t.Context(), cfg); err != nil {
+		t.Fatalf("restart: %v", err)
 	}
 	checkExactlyOnce(t, blobOutput(t, sink), n)
 }

@@ -36,8 +36,9 @@
 // checkpoint failed before Prepare returned. After Prepare the runtime
 // never aborts, because a failed persist of the prepared record may have
 // landed (the response was lost) and commits on recovery. Transactions
-// of writers that died before persisting are garbage the sink may drop;
-// Write never reuses a transaction, since every run has its own writer.
+// of writers that died before persisting are garbage a sink may drop
+// once no record can name them (BlobSink does at recovery). Write never
+// reopens a transaction of an earlier run: every run has its own writer.
 //
 // # Crashes, zombies, restarts
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
@@ -80,4 +81,39 @@ func Example() {
 	// node 1 died: true
 	// node 2 died: false
 	// 1:1 2:3 3:6 4:10 5:15 6:21 7:28 8:36 9:45 10:55
+}
+
+// Stop a job with a final checkpoint and a savepoint, as on SIGTERM,
+// within a deadline; a resume reads on from exactly where it stopped.
+func ExampleJob_Stop() {
+	bucket := memstore.New()
+	disk, _ := os.MkdirTemp("", "node-")
+	defer os.RemoveAll(disk)
+	storage := blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{})
+	src := &numbers{n: 1 << 30}
+	read := make(chan struct{})
+	j, err := job.Start(context.Background(), job.Config{
+		Storage: storage, Dir: disk, Source: src, Processor: src, Sink: job.NewBlobSink(bucket, "out/"),
+		Observe: func(e job.Event) {
+			if e.Records == 100 {
+				close(read)
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-read // … then SIGTERM arrives
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	res, err := j.Stop(ctx, job.StopOptions{Savepoint: "before-upgrade"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cp, _ := storage.LoadLatestCompleted(ctx)
+	fmt.Println("savepoint:", res.Savepoint)
+	fmt.Println("a resume reads on from the last record read:", string(cp.Offsets()) == fmt.Sprint(res.Records))
+	// Output:
+	// savepoint: savepoints/before-upgrade
+	// a resume reads on from the last record read: true
 }

@@ -211,7 +211,7 @@ func checkRange(t *testing.T, out []job.Record, first, last int) {
 }
 
 // node is one node of a job: a disk and a Storage on the shared bucket.
-func node(t *testing.T, bucket blobstore.Blobstore, disk string) *blobstorage.Storage {
+func node(t testing.TB, bucket blobstore.Blobstore, disk string) *blobstorage.Storage {
 	t.Helper()
 	return blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{})
 }

@@ -67,8 +67,9 @@ type Processor interface {
 // late commits the same transaction, so Commit must be idempotent. No
 // transaction named by a prepared record is ever aborted.
 type Sink interface {
-	// Write adds records to the open transaction txn. Nothing written is
-	// visible to readers of the output before Commit.
+	// Write adds records to the open transaction txn, in order; it is
+	// called for each batch with output. Nothing written is visible to
+	// readers of the output before Commit. An error stops the job.
 	Write(ctx context.Context, txn Txn, recs []Record) error
 	// Prepare makes everything written to txn durable, still invisible,
 	// and committable from any node: after Prepare returns nil, Commit

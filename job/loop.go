@@ -171,7 +171,7 @@ func (r *runner) cut(ctx context.Context) (string, error) {
 func (r *runner) failed(ctx context.Context) error {
 	select {
 	case err := <-r.coord.Fatal():
-		return fmt.Errorf("job: %w", err)
+		return err // it says "checkpoint: <id>: <step>: …"
 	case <-r.halted:
 		return errHalted
 	default:
@@ -209,7 +209,7 @@ func (r *runner) wait(ctx context.Context, id string) error {
 				return nil
 			}
 		case err := <-r.coord.Fatal():
-			return fmt.Errorf("job: %w", err)
+			return err
 		case <-r.halted:
 			return errHalted
 		case <-ctx.Done():
