@@ -131,8 +131,9 @@ type Progress struct {
 	// LastCompleted the id of the last one.
 	Checkpoints   int
 	LastCompleted string
-	// Action and From describe the start: what recovery decided and the
-	// checkpoint restored ("" when starting fresh).
+	// Action and From describe the start: what recovery decided (known
+	// to RunWorkers only; Run has it in Result.Action) and the checkpoint
+	// restored ("" when starting fresh).
 	Action string
 	From   string
 }
