@@ -192,11 +192,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// acquirer is implemented by a Storage with a writer role (BlobStorage).
-type acquirer interface {
-	Acquire(ctx context.Context) (uint64, error)
-}
-
 // checkSameJob refuses, reading only, a store whose checkpoints belong to
 // a job with other parameters.
 func (r *runner) checkSameJob(ctx context.Context) error {

@@ -51,9 +51,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Storage == nil || cfg.Sink == nil || cfg.Dir == "" {
 		return Result{}, errors.New("demo: run: Storage, Sink and Dir are required")
 	}
-	if err := checkRemoteConfig(cfg); err != nil {
-		return Result{}, err
-	}
 	// Refuse, reading only, before the runtime takes the writer role
 	// (which checks the Storage's store enforces conditional writes).
 	if err := checkSinkStore(ctx, cfg); err != nil {

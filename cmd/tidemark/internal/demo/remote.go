@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tidemark-io/tidemark/blobstorage"
-	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/state"
 )
@@ -42,31 +40,6 @@ func ParseRemoteState(s string) (levels state.RemoteLevels, remote bool, err err
 		return state.RemoteLowerLevels, true, nil
 	}
 	return 0, false, fmt.Errorf("demo: remote state %q: want %q or %q (or empty: local state)", s, RemoteStateAll, RemoteStateLower)
-}
-
-// remoteStorage is what remote mode needs of Config.Storage: a
-// blobstorage.Storage.
-type remoteStorage interface {
-	Blobstore() blobstore.Blobstore
-	UseRemote(blobstorage.RemoteState)
-}
-
-// checkRemoteConfig refuses a remote mode the Storage cannot carry.
-func checkRemoteConfig(cfg Config) error {
-	_, remote, err := ParseRemoteState(cfg.RemoteState)
-	if err != nil || !remote {
-		return err
-	}
-	if _, ok := cfg.Storage.(remoteStorage); !ok {
-		return fmt.Errorf("demo: remote state needs a blobstorage.Storage, not %T", cfg.Storage)
-	}
-	if _, ok := cfg.Storage.(acquirer); !ok {
-		return fmt.Errorf("demo: remote state needs a Storage with a writer role, not %T", cfg.Storage)
-	}
-	if cfg.State.Remote.Store != nil {
-		return errors.New("demo: set RemoteState or State.Remote, not both")
-	}
-	return nil
 }
 
 // sameStateMode refuses to resume checkpoint cp, whose operator state
