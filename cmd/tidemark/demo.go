@@ -292,7 +292,6 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Batch:        f.batch,
 		Interval:     f.interval,
 		EveryRecords: f.every,
-		PruneLocal:   true,
 		RemoteState:  f.remoteState,
 		Logger:       a.logger,
 		GC: func(ctx context.Context) error {

@@ -204,7 +204,7 @@ func TestRunOnFileStorageResumedFromASavepointIsExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := node(t, west)
-	cfg.Storage, cfg.PruneLocal = fs, false
+	cfg.Storage = fs
 	if res := mustComplete(t, cfg); res.Check.Base != want {
 		t.Fatalf("base %+v, want %+v", res.Check.Base, want)
 	}

@@ -35,7 +35,6 @@ func ExampleRun() {
 			Words:        50,
 			Interval:     time.Hour,
 			EveryRecords: 2000,
-			PruneLocal:   true,
 		})
 		if err != nil {
 			panic(err)

@@ -82,12 +82,6 @@ type Config struct {
 	GC func(ctx context.Context) error
 	// GCEvery: default DefaultGCEvery.
 	GCEvery int
-	// PruneLocal (RunWorkers; Run's runtime prunes on its own) removes
-	// the local state directory of each checkpoint once a newer one
-	// completed. Set it when Storage keeps state
-	// elsewhere (BlobStorage); never with FileStorage, whose local state
-	// directories are the checkpoints.
-	PruneLocal bool
 	// State configures the Pebble state. The demo's default keeps memory
 	// small (1 MiB memtables, 4 MiB cache) so that SSTs are written, and
 	// checkpoints are incremental, even for a small run.

@@ -30,7 +30,6 @@ func node(t *testing.T, bs blobstore.Blobstore) Config {
 		Batch:        500,
 		Interval:     time.Hour, // checkpoints by count only: deterministic
 		EveryRecords: 3000,
-		PruneLocal:   true,
 	}
 }
 
@@ -180,7 +179,6 @@ func TestRunWithFileStorageKeepsStateLocally(t *testing.T) {
 	dir := t.TempDir()
 	cfg := node(t, fileStore(t))
 	cfg.Storage = checkpoint.NewFileStorage(filepath.Join(dir, "checkpoints"))
-	cfg.PruneLocal = false
 	if _, err := Run(demofault.With(t.Context(), demofault.Faults{CrashAfter: 7000}), cfg); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crashing run: %v, want ErrCrashed", err)
 	}
