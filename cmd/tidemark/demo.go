@@ -16,7 +16,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	"github.com/tidemark-io/tidemark/internal/demofault"
 	"github.com/tidemark-io/tidemark/metrics"
 )
@@ -46,6 +46,7 @@ type demoFlags struct {
 	// remoteStateSet: --remote-state was given (its value may be empty).
 	remoteStateSet bool
 	workersFlags
+	stopFlags
 }
 
 // defaultOutage is how long a store outage the demo rides through.
@@ -91,6 +92,16 @@ refuses to run on an endpoint that ignores them), takes the writer role (fencing
 any previous writer), recovers the latest completed checkpoint (promoting a
 prepared one whose sink transaction committed), downloads its state if this node
 does not have it, and continues from its offsets.
+
+SIGTERM stops it cleanly: it reads no more records, takes a final checkpoint of
+what it read, commits it, (with --savepoint-on-stop LABEL) archives it as a
+savepoint, and exits 0, all within --stop-timeout (default 25s, inside the 30 s
+grace period of Kubernetes). A second signal, or the timeout, stops it as a crash
+would (exit 143): nothing is lost either way, the next run resumes from the last
+completed checkpoint. With --workers the coordinator drains and its workers
+save their parts of the final checkpoint (a worker that gets SIGTERM itself keeps
+serving its coordinator for its own --stop-timeout). Ctrl-C (SIGINT) is not a
+clean stop: it stops at once, as a crash would (exit 130).
 
 Kill it at any moment (Ctrl-C, kill -9, --crash-after-records) and run the same
 command again: it resumes, and at the end it checks that the committed output
@@ -145,6 +156,7 @@ offset in demo/base for later runs.`,
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
 	a.addWorkersFlags(cmd, &f.workersFlags)
+	addStopFlags(cmd, &f.stopFlags)
 	return cmd
 }
 
@@ -205,6 +217,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err := f.workersFlags.check(); err != nil {
 		return err
 	}
+	if err := f.stopFlags.check(); err != nil {
+		return err
+	}
 	if f.remoteState != "" && f.workers > 0 {
 		// A worker saves its part from local disk; remote-mode state would
 		// leave its objects owned by no checkpoint.
@@ -252,6 +267,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseTakenLabel(ctx, f.stopFlags, raw); err != nil {
+		return err
+	}
 	stderr := a.env.stderr
 	// Progress always goes to stderr, so that stdout holds only the
 	// result (one line, or JSON with --output json).
@@ -274,13 +292,14 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Batch:        f.batch,
 		Interval:     f.interval,
 		EveryRecords: f.every,
-		PruneLocal:   true,
 		RemoteState:  f.remoteState,
 		Logger:       a.logger,
 		GC: func(ctx context.Context) error {
 			_, err := storage.GC(ctx, blobstorage.GCOptions{})
 			return err
 		},
+		Stop:          a.stopOn(f.stopFlags),
+		StopSavepoint: f.savepoint,
 	}
 	faults := demofault.Faults{Slow: f.slow, CrashAfter: f.crashAfter}
 	if f.crashAfter > 0 && a.env.crash != nil {
@@ -296,10 +315,15 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			if p.From == "" {
 				say("starting fresh (no completed checkpoint in the store)")
 			} else {
-				say("resumed from checkpoint %s (%s) at record %d", p.From, p.Action, p.Offset)
+				how := ""
+				if p.Action != "" {
+					how = " (" + p.Action + ")"
+				}
+				say("resumed from checkpoint %s%s at record %d", p.From, how, p.Offset)
 			}
 			if p.Offset < p.Records { // a finished job only checks: nothing to crash
 				say("to crash and resume: press Ctrl-C or `kill -9 %d` (or pass --crash-after-records N), then run the same command again", os.Getpid())
+				say("to stop cleanly instead: `kill -TERM %d` drains, takes a final checkpoint and exits 0 within --stop-timeout %v", os.Getpid(), f.stopTimeout)
 			}
 		case "records", "checkpoint":
 			say("records %d/%d (%.0f%%)  checkpoints %d (last %s)  uploaded %s in %s",
@@ -315,6 +339,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := demoSummary(storeURL, f.dir, res, upBytes, upObjects, start)
 	summary["remote_state"] = f.remoteState
+	if err == nil && res.Stopped {
+		return a.finishStop(f, res, summary, say)
+	}
 	return a.finishDemo(ctx, res, err, summary, say, func() {
 		say("done in %s: %s this run, %s uploaded in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), humanBytes(upBytes), plural(upObjects, "object"))

@@ -1,17 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Ctrl-C (SIGINT) stops the demo with exit 130 and one message: the
@@ -21,10 +13,6 @@ import (
 // in a terminal signals the whole process group (coordinator and
 // workers); kill -INT only the coordinator.
 func TestDemoInterruptedSaysSoOnce(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name  string
 		extra []string
@@ -36,56 +24,19 @@ func TestDemoInterruptedSaysSoOnce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(demoArgs(t.TempDir(), fileURL(t.TempDir()), "--records", "2000000", "--slow", "20ms"), c.extra...)
-			cmd := exec.Command(exe, args...)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			pipe, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			pid := cmd.Process.Pid
-			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-			var mu sync.Mutex
-			var all bytes.Buffer
-			checkpointed := make(chan struct{})
-			copied := make(chan struct{})
-			go func() {
-				defer close(copied)
-				sc := bufio.NewScanner(pipe)
-				once := sync.Once{}
-				for sc.Scan() {
-					mu.Lock()
-					all.WriteString(sc.Text() + "\n")
-					mu.Unlock()
-					if strings.Contains(sc.Text(), "checkpoints 1 ") {
-						once.Do(func() { close(checkpointed) })
-					}
-				}
-				_, _ = io.Copy(io.Discard, pipe)
-			}()
-			select {
-			case <-checkpointed:
-			case <-time.After(60 * time.Second):
-				mu.Lock()
-				defer mu.Unlock()
-				t.Fatalf("no checkpoint within a minute:\n%s", all.String())
-			}
-			target := pid
+			p := startDemo(t, "checkpoints 1 ", args...)
+			p.await(t)
+			target := p.cmd.Process.Pid
 			if c.group {
-				target = -pid
+				target = -target
 			}
 			if err := syscall.Kill(target, syscall.SIGINT); err != nil {
 				t.Fatal(err)
 			}
-			<-copied
-			err = cmd.Wait()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
-				t.Fatalf("exit: %v, want %d\n%s", err, exitInterrupted, all.String())
+			if code := p.wait(t); code != exitInterrupted {
+				t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, p.errOut())
 			}
-			out := all.String()
+			out := p.errOut()
 			_, after, ok := strings.Cut(out, "interrupted at record ")
 			if !ok || !strings.Contains(after, "Run the same command again to resume.\n") {
 				t.Fatalf("no interruption line:\n%s", out)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 )
 
 func TestDemoChecksExactlyOnceAndSaysSo(t *testing.T) {
@@ -65,13 +64,9 @@ func TestDemoCrashesWith137AndTheSameCommandResumesOnAnEmptyNode(t *testing.T) {
 
 func TestDemoExitsThreeWhenTheOutputIsNotExactlyOnce(t *testing.T) {
 	store := ranDemo(t)
-	ctx := t.Context()
 	bs := openURL(t, store)
 	// A committed transaction the job never produced: counts doubled.
-	body := forgedCommit(checkpoint.NewID(999), "tari\t5\n")
-	if err := bs.Put(ctx, "sink/out/"+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
-		t.Fatal(err)
-	}
+	duplicateCommit(t, bs)
 	out, _, code := tm(t, "", demoArgs(t.TempDir(), store)...)
 	if code != exitVerify || !strings.Contains(out, "exactly-once: FAILED") {
 		t.Fatalf("demo over a doubled output: exit %d, stdout %q; want 3 and FAILED", code, out)
@@ -128,13 +123,10 @@ func TestDemoResumedFromASavepointExitsThreeOnWrongOutput(t *testing.T) {
 		damage func(t *testing.T, bs blobstore.Blobstore)
 	}{
 		{"a count doubled", func(t *testing.T, bs blobstore.Blobstore) {
-			body := forgedCommit(checkpoint.NewID(999), "tari\t5\n")
-			if err := bs.Put(ctx, demo.OutPrefix+checkpoint.NewID(999), strings.NewReader(body)); err != nil {
-				t.Fatal(err)
-			}
+			duplicateCommit(t, bs)
 		}},
 		{"a transaction missing", func(t *testing.T, bs blobstore.Blobstore) {
-			for o, err := range bs.List(ctx, demo.OutPrefix) {
+			for o, err := range bs.List(ctx, demo.CommitPrefix) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -214,11 +206,28 @@ func TestDemoOnAFreshNodeWithALostStateFileExitsThree(t *testing.T) {
 	}
 }
 
-// forgedCommit is a committed sink transaction of id with output, as the
-// demo's sink writes one, that no job produced.
-func forgedCommit(id, output string) string {
-	sum := sha256.Sum256([]byte(output))
-	return "committed " + id + " " + demo.StagedKey(id, "e1") + " sha256:" + hex.EncodeToString(sum[:]) + "\n" + output
+// duplicateCommit commits the demo's last committed transaction in bs
+// again, under a new id: the records it names are output twice, the
+// damage of a sink without transactions on replay.
+func duplicateCommit(t *testing.T, bs blobstore.Blobstore) {
+	t.Helper()
+	ctx := t.Context()
+	last := ""
+	for o, err := range bs.List(ctx, demo.CommitPrefix) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = o.Key
+	}
+	if last == "" {
+		t.Fatal("no committed output: the test proves nothing")
+	}
+	header := string(blobstoretest.Get(t, bs, last))
+	id := strings.TrimPrefix(last, demo.CommitPrefix)
+	dup := checkpoint.NewID(999)
+	if err := bs.Put(ctx, demo.CommitPrefix+dup, strings.NewReader(strings.Replace(header, " "+id+" ", " "+dup+" ", 1))); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The README's rollback, as a new user plays it: the demo crashes, a
@@ -237,12 +246,12 @@ func TestDemoRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
 	}
 	out, errOut, code := tm(t, "", demoArgs(dir, store)...)
 	if code != 0 || !strings.Contains(out, "exactly-once: OK, 20000 records, 300 words") ||
-		!strings.Contains(out, "abandoned by a rollback to a savepoint, not counted") || !strings.Contains(errOut, "(restore)") {
+		!strings.Contains(out, "abandoned by a rollback to a savepoint, not counted") || !strings.Contains(errOut, "resumed from checkpoint") {
 		t.Fatalf("demo after the rollback: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	var res map[string]any
 	mustJSON(t, "", &res, demoArgs(dir, store)...)
-	if n, _ := res["abandoned_lineage_transactions"].(float64); res["exactly_once"] != true || n == 0 {
+	if n, _ := res["abandoned_lineage_transactions"].(float64); res["exactly_once"] != true || n == 0 || res["action"] != "restore" {
 		t.Fatalf("demo JSON after the rollback %v: want exactly_once and the abandoned transactions counted", res)
 	}
 }

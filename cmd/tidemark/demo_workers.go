@@ -20,7 +20,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	"github.com/tidemark-io/tidemark/internal/demofault"
 	"github.com/tidemark-io/tidemark/metrics"
 )
@@ -70,6 +70,7 @@ func (f workersFlags) check() error {
 func (a *app) demoWorkerCmd() *cobra.Command {
 	var coord, dir, metricsAddr string
 	var slot int
+	var stopTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run one worker of `tidemark demo --workers N`",
@@ -120,6 +121,12 @@ is lost. --dir is locked while the worker runs: one worker per directory.`,
 				return err
 			}
 			defer unlock()
+			// SIGTERM lets the worker serve on for up to --stop-timeout:
+			// its coordinator, draining on the same signal, still needs
+			// its part of the final checkpoint, then tells it to stop.
+			if a.env.terminate != nil {
+				a.env.terminate(stopTimeout)
+			}
 			err = demo.ServeWorker(cmd.Context(), cfg)
 			if err != nil && cmd.Context().Err() != nil && errors.Is(err, context.Canceled) {
 				// Interrupted (Ctrl-C reaches the coordinator and the
@@ -135,6 +142,7 @@ is lost. --dir is locked while the worker runs: one worker per directory.`,
 	fl.IntVar(&slot, "slot", -1, "the worker's slot, 0 … N-1")
 	fl.StringVar(&dir, "dir", "", "local working directory of the worker (should be empty)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics (its parts, restores and store operations) at http://ADDR/metrics (empty: none)")
+	fl.DurationVar(&stopTimeout, "stop-timeout", defaultStopTimeout, "on SIGTERM, keep serving the coordinator (which drains) up to this long, then stop (exit 143)")
 	return cmd
 }
 
@@ -243,7 +251,7 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 			wc.Token = rand.Text()
 		}
 		cl := &childLauncher{exe: exe, base: filepath.Join(f.dir, "workers"), out: out, procs: map[int]*child{},
-			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat}, token: wc.Token}
+			args: []string{"--log-level", a.logLevel, "--log-format", a.logFormat, "--stop-timeout", f.stopTimeout.String()}, token: wc.Token}
 		defer cl.close()
 		wc.Launcher = cl
 	}
@@ -293,6 +301,9 @@ func (a *app) runDemoWorkers(ctx context.Context, f demoFlags, cfg demo.Config, 
 	upBytes, upObjects := up.bytes.Load(), up.objects.Load()
 	summary := demoSummary(storeURL, f.dir, res.Result, upBytes, upObjects, start)
 	summary["workers"], summary["replaced"], summary["assignment"] = w.workers, res.Replaced, res.Assignment
+	if err == nil && res.Stopped {
+		return a.finishStop(f, res.Result, summary, say)
+	}
 	return a.finishDemo(ctx, res.Result, err, summary, say, func() {
 		say("done in %s: %s this run by %s (%d replaced); the coordinator uploaded %s in %s",
 			time.Since(start).Round(time.Millisecond), plural(res.Checkpoints, "checkpoint"), plural(w.workers, "worker"), res.Replaced, humanBytes(upBytes), plural(upObjects, "object"))

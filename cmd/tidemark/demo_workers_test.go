@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -24,9 +23,9 @@ func init() {
 		_ = os.Setenv(childMainEnv, "1")
 		return
 	}
-	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
-	stop()
+	sigs := newSignals()
+	code := run(sigs.ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminate: sigs.drainOn})
+	sigs.stop()
 	os.Exit(code)
 }
 

@@ -23,7 +23,9 @@
 //	2  usage (unknown command or flag, wrong arguments)
 //	3  verification failed: corrupt data, the demo's exactly-once check failed,
 //	   or probe found that the endpoint ignores conditional writes
-//	130 interrupted (Ctrl-C); 137 the demo's --crash-after-records crash
+//	130 interrupted (Ctrl-C); 143 terminated (SIGTERM; for the demo, a
+//	    second signal or a drain past --stop-timeout: a clean stop on
+//	    SIGTERM exits 0); 137 the demo's --crash-after-records crash
 package main
 
 import (
@@ -34,11 +36,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	_ "github.com/tidemark-io/tidemark/filestore" // file://
 	_ "github.com/tidemark-io/tidemark/s3store"   // s3://
 )
@@ -54,15 +58,16 @@ const (
 )
 
 func main() {
-	ctx, stop := signalContext(os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], env{
-		stdout:   os.Stdout,
-		stderr:   os.Stderr,
-		getenv:   os.Getenv,
-		terminal: isTerminal(os.Stdout) && isTerminal(os.Stderr),
-		crash:    func() { os.Exit(exitCrashed) },
+	sigs := newSignals()
+	code := run(sigs.ctx, os.Args[1:], env{
+		stdout:    os.Stdout,
+		stderr:    os.Stderr,
+		getenv:    os.Getenv,
+		terminal:  isTerminal(os.Stdout) && isTerminal(os.Stderr),
+		crash:     func() { os.Exit(exitCrashed) },
+		terminate: sigs.drainOn,
 	})
-	stop()
+	sigs.stop()
 	os.Exit(code)
 }
 
@@ -81,20 +86,96 @@ func (e signalError) Error() string {
 	return "interrupted by " + e.sig.String()
 }
 
-// signalContext returns a context cancelled, with a signalError cause, by
-// the first of sigs; stop releases the signals.
-func signalContext(sigs ...os.Signal) (context.Context, func()) {
+// stopTimeoutError is the cause of a command's context when a graceful
+// stop (SIGTERM on the demo) outlasts its --stop-timeout: it stops as
+// on a second signal, with exit 143.
+type stopTimeoutError struct{ d time.Duration }
+
+func (e stopTimeoutError) Error() string {
+	return fmt.Sprintf("interrupted (SIGTERM, then the stop timeout %v ran out)", e.d)
+}
+
+func (e stopTimeoutError) Unwrap() error { return signalError{syscall.SIGTERM} }
+
+// signals turns SIGINT and SIGTERM into the cancellation of ctx, with a
+// signalError cause. A command that can stop gracefully (the demo) asks
+// for SIGTERM with drainOn: the first SIGTERM then closes the channel it
+// returned instead, and ctx is cancelled only by a second signal or the
+// stop timeout. SIGINT always cancels at once: Ctrl-C is the crash of
+// the quick start.
+type signals struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	ch     chan os.Signal
+
+	mu      sync.Mutex
+	drain   chan struct{} // nil until drainOn
+	timeout time.Duration
+	timer   *time.Timer // the stop timeout, once draining
+}
+
+// newSignals starts listening for SIGINT and SIGTERM.
+func newSignals() *signals {
+	s := signalsOn(make(chan os.Signal, 2))
+	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
+	return s
+}
+
+// signalsOn handles the signals ch delivers (the tests' seam).
+func signalsOn(ch chan os.Signal) *signals {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, sigs...)
-	go func() {
+	s := &signals{ctx: ctx, cancel: cancel, ch: ch}
+	go s.loop()
+	return s
+}
+
+func (s *signals) loop() {
+	for {
 		select {
-		case s := <-ch:
-			cancel(signalError{s})
-		case <-ctx.Done():
+		case sig := <-s.ch:
+			if !s.startDrain(sig) {
+				s.cancel(signalError{sig})
+			}
+		case <-s.ctx.Done():
+			return
 		}
-	}()
-	return ctx, func() { signal.Stop(ch); cancel(nil) }
+	}
+}
+
+// startDrain starts a graceful stop for the first SIGTERM, if a command
+// asked for one, and reports whether it did.
+func (s *signals) startDrain(sig os.Signal) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig != syscall.SIGTERM || s.drain == nil || s.timer != nil {
+		return false
+	}
+	close(s.drain)
+	d := s.timeout
+	s.timer = time.AfterFunc(d, func() { s.cancel(stopTimeoutError{d}) })
+	return true
+}
+
+// drainOn makes the first SIGTERM close the returned channel, leaving
+// the command timeout to drain before ctx is cancelled.
+func (s *signals) drainOn(timeout time.Duration) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drain == nil {
+		s.drain, s.timeout = make(chan struct{}), timeout
+	}
+	return s.drain
+}
+
+// stop releases the signals.
+func (s *signals) stop() {
+	signal.Stop(s.ch)
+	s.mu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+	s.cancel(nil)
 }
 
 // env is what a run of the command sees of the world; tests supply their
@@ -107,6 +188,10 @@ type env struct {
 	// crash ends the process abruptly (the demo's --crash-after-records);
 	// nil makes the demo stop as if crashed and exit 137 without exiting.
 	crash func()
+	// terminate, if set, makes SIGTERM a graceful stop (see signals): it
+	// returns the channel the first SIGTERM closes, after which the
+	// command has timeout to finish. Nil: SIGTERM cancels at once.
+	terminate func(timeout time.Duration) <-chan struct{}
 }
 
 // usageError marks errors in how the command was called (exit 2).

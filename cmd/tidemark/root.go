@@ -59,7 +59,8 @@ The store is a URL, given with --store or $TIDEMARK_STORE:
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 verification failed (corrupt data, the
 demo's exactly-once check failed, or probe found that the endpoint ignores
-conditional writes), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).`,
+conditional writes), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM; the
+demo drains on SIGTERM and exits 0, or 143 past its --stop-timeout).`,
 		Example: `  # the demo: a word-count job that checkpoints to ./.tidemark/store
   tidemark demo
   # inspect what it left

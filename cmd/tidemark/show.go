@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
 )
 
 // isAlias reports whether id is one of the aliases "latest" and
@@ -93,10 +93,7 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 				return err
 			}
 			ci := summarize(rec.ID, rec, time.Now())
-			offsets := any(string(rec.Offsets()))
-			if o, err := demo.DecodeOffsets(rec.Offsets()); err == nil {
-				offsets = o
-			}
+			offsets := sourceOffsets(rec.Offsets())
 			operators := map[string]string{}
 			for k, v := range rec.Operators {
 				operators[k] = string(v)
@@ -131,6 +128,16 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 			return nil
 		},
 	}
+}
+
+// sourceOffsets is a checkpoint's source offsets as show prints them:
+// the JSON document the source recorded, as it is, whatever its source;
+// offsets that are not JSON (an older or foreign writer) as a string.
+func sourceOffsets(b []byte) any {
+	if len(b) > 0 && json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	return string(b)
 }
 
 // describeWorkers says which worker saved which owners: "2 workers:

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -85,4 +86,37 @@ func TestShowNamesWorkersAndRemoteObjects(t *testing.T) {
 			t.Fatalf("show text does not count the %d remote objects:\n%s", n, text)
 		}
 	})
+}
+
+// show knows no source: the offsets of a job that is not the demo (a
+// JSON document of its own shape) are printed as they are, in text and
+// in JSON.
+func TestShowPrintsAnySourcesOffsetsAsTheyAre(t *testing.T) {
+	dir := t.TempDir()
+	store := fileURL(dir)
+	bs := openURL(t, store)
+	s := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+	if _, err := s.Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const offsets = `{"partitions":{"orders-0":17,"orders-1":4},"stream":"orders"}`
+	id := checkpoint.NewID(1)
+	cp := &checkpoint.CheckpointData{ID: id, Timestamp: time.Now(),
+		Source: map[string][]byte{checkpoint.SourceOffsetsKey: []byte(offsets)}}
+	if err := s.Save(t.Context(), cp); err != nil {
+		t.Fatal(err)
+	}
+	var show struct {
+		Offsets struct {
+			Partitions map[string]int `json:"partitions"`
+			Stream     string         `json:"stream"`
+		} `json:"offsets"`
+	}
+	mustJSON(t, store, &show, "show", id)
+	if show.Offsets.Stream != "orders" || show.Offsets.Partitions["orders-0"] != 17 || show.Offsets.Partitions["orders-1"] != 4 {
+		t.Fatalf("show --output json: offsets %+v, want the document as written", show.Offsets)
+	}
+	if text := must(t, store, "show", id); !strings.Contains(text, "offsets     "+offsets+"\n") {
+		t.Fatalf("show text does not print the offsets as they are:\n%s", text)
+	}
 }

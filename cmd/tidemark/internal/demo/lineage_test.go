@@ -144,12 +144,12 @@ func TestRunRolledBackStillDetectsWrongOutput(t *testing.T) {
 			duplicateTransaction(t, bs, committedIDs(t, bs, func(id string) bool { return id > restored })[0])
 		}},
 		{"a transaction of the new lineage missing", func(t *testing.T, bs blobstore.Blobstore, _, restored string) {
-			if err := bs.Delete(ctx, OutPrefix+committedIDs(t, bs, func(id string) bool { return id > restored })[0]); err != nil {
+			if err := bs.Delete(ctx, CommitPrefix+committedIDs(t, bs, func(id string) bool { return id > restored })[0]); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"a transaction before the savepoint missing", func(t *testing.T, bs blobstore.Blobstore, savepoint, _ string) {
-			if err := bs.Delete(ctx, OutPrefix+committedIDs(t, bs, func(id string) bool { return id <= savepoint })[0]); err != nil {
+			if err := bs.Delete(ctx, CommitPrefix+committedIDs(t, bs, func(id string) bool { return id <= savepoint })[0]); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -172,28 +172,6 @@ func TestRunRolledBackStillDetectsWrongOutput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// committedIDs returns the ids of bs's committed transactions that keep
-// accepts, failing the test when there is none.
-func committedIDs(t *testing.T, bs blobstore.Blobstore, keep func(string) bool) []string {
-	t.Helper()
-	var ids []string
-	for info, err := range bs.List(t.Context(), OutPrefix) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := strings.TrimPrefix(info.Key, OutPrefix)
-		if d, err := NewSink(bs).outcome(t.Context(), id); err != nil {
-			t.Fatal(err)
-		} else if d.committed && keep(id) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		t.Fatal("no such committed transaction: the test proves nothing")
-	}
-	return ids
 }
 
 func TestRunWorkersRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {

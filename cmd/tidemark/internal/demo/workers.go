@@ -346,6 +346,12 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 		if !errors.As(err, &lost) || ctx.Err() != nil {
 			return res, err
 		}
+		if stopping(cfg.Stop) {
+			// Draining: a final checkpoint needs every worker, and
+			// waiting for a new one would outlast the stop's deadline.
+			// The latest completed checkpoint stays the one to resume.
+			return res, fmt.Errorf("demo: stopping: %w", err)
+		}
 		if res.Replaced >= c.wc.MaxReplacements {
 			return res, fmt.Errorf("demo: gave up after replacing %s: %w", plural(res.Replaced, "worker"), err)
 		}
@@ -356,8 +362,12 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 		res.Rollbacks++
 	}
 
-	// 4. Done: stop the workers, then check from the store.
+	// 4. Done: stop the workers, then check from the store (unless
+	// stopped before the end: there is nothing to check yet).
 	c.stopWorkers(ctx)
+	if res.Stopped {
+		return res, c.savepoint(ctx, &res)
+	}
 	res.Check, err = c.check(ctx, &res)
 	c.progress(Progress{Event: "done", Offset: c.src.Offset(), Checkpoints: res.Checkpoints, LastCompleted: res.LastID})
 	if err != nil {
@@ -367,6 +377,24 @@ func (c *wcoord) run(ctx context.Context) (WorkersResult, error) {
 		return res, fmt.Errorf("%w: %s", ErrNotExactlyOnce, res.Check)
 	}
 	return res, nil
+}
+
+// savepoint writes the savepoint Config.StopSavepoint asks for of the
+// final checkpoint of a stopped run, never replacing one.
+func (c *wcoord) savepoint(ctx context.Context, res *WorkersResult) error {
+	label := c.wc.StopSavepoint
+	if label == "" {
+		return nil
+	}
+	id, err := checkpoint.CreateNewSavepoint(ctx, c.storage, c.storage.Blobstore(), label)
+	if err != nil {
+		return fmt.Errorf("demo: stopped at checkpoint %s, but savepoint %q: %w", res.LastID, label, err)
+	}
+	if id != res.LastID {
+		return fmt.Errorf("demo: savepoint %q archived checkpoint %s, not the final one %s: another writer took over", label, id, res.LastID)
+	}
+	res.Savepoint = checkpoint.SavepointKey(label)
+	return nil
 }
 
 // checkOwners refuses, reading only, a store whose checkpoints hold
@@ -637,7 +665,7 @@ func (c *wcoord) session(ctx context.Context, res *WorkersResult, first bool) er
 		return fmt.Errorf("demo: checkpoint %s: the workers' state holds %d records but the offsets say %d", restored, total, c.src.Offset())
 	}
 	if first {
-		if c.base, err = outputBase(ctx, sink, dec.Checkpoint, c.src.Offset()); err != nil {
+		if c.base, err = outputBase(ctx, sink.bs, sink.CommittedThrough, dec.Checkpoint, c.src.Offset()); err != nil {
 			return err
 		}
 		res.RestoredID = restored
@@ -857,8 +885,11 @@ func (s *wsession) process(ctx context.Context, ops operatorState) error {
 		tick: func() {
 			c.progress(Progress{Event: "records", Offset: c.src.Offset(), Checkpoints: s.res.Checkpoints, LastCompleted: s.res.LastID})
 		},
+		stop: cfg.Stop, fresh: c.lastCompleted == "",
 	}
-	return l.run(ctx)
+	err := l.run(ctx)
+	s.res.Stopped = l.stopped
+	return err
 }
 
 // check restores every owner of the final checkpoint from the store into
@@ -916,11 +947,12 @@ func (c *wcoord) check(ctx context.Context, res *WorkersResult) (Check, error) {
 		}
 		total += n
 	}
-	chk, err := CheckExactlyOnce(ctx, c.src, c.wc.Sink, nil, c.base, c.lineage.through(cp.ID))
+	lin := c.lineage.through(cp.ID)
+	out, err := c.wc.Sink.OutputOf(ctx, lin)
 	if err != nil {
 		return Check{}, err
 	}
-	chk.StateDiff, chk.StateWrong = diff(got, c.src.Expected())
+	chk := checkExactlyOnce(c.src, out, got, c.base, lin)
 	if total != c.src.Records() {
 		chk.StateWrong++
 		chk.StateDiff = append(chk.StateDiff, fmt.Sprintf("records in the state: got %d, want %d", total, c.src.Records()))

@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -118,4 +120,62 @@ func resumeLineage(cp *checkpoint.CheckpointData, ops operatorState) (lineageRun
 		return lineageRun{closed: hist, after: cp.ID}, nil
 	}
 	return lineageRun{}, fmt.Errorf("%w: checkpoint %s: operator state: lineage through %s, after the checkpoint", ErrCorruptOutput, cp.ID, last.Through)
+}
+
+// lineageOf returns the lineage of a run of one process that restored cp
+// (nil: a fresh start), whose state records stored. A checkpoint that a
+// savepoint restore made under a new id (it names the id it was restored
+// from, an older one) starts a new lineage: the history its state
+// recorded closes where that state was taken (see closeAt), and the
+// run's transactions, all after cp's id, open a new segment. Any other
+// checkpoint continues its state's. load reads a checkpoint record.
+func lineageOf(ctx context.Context, load func(context.Context, string) (*checkpoint.CheckpointData, error), cp *checkpoint.CheckpointData, stored lineageRun) (lineageRun, error) {
+	if cp == nil {
+		return lineageRun{}, nil
+	}
+	from := restoredFrom(cp)
+	if from == "" {
+		return stored, nil
+	}
+	through, err := closeAt(ctx, load, from, stored)
+	if err != nil {
+		return lineageRun{}, err
+	}
+	lr := lineageRun{closed: stored.through(through), after: cp.ID}
+	if err := lr.through(cp.ID).validate(); err != nil {
+		return lineageRun{}, fmt.Errorf("%w: checkpoint %s: lineage: %v", ErrCorruptOutput, cp.ID, err)
+	}
+	return lr, nil
+}
+
+// restoredFrom returns the older id a rollback restored cp from, or "".
+func restoredFrom(cp *checkpoint.CheckpointData) string {
+	from := string(cp.Source[checkpoint.RestoredFromKey])
+	if checkpoint.ValidateID(from) != nil || from >= cp.ID {
+		return ""
+	}
+	return from
+}
+
+// closeAt returns the id of the checkpoint a state restored from
+// checkpoint from was taken at: from itself, unless from is a restored
+// checkpoint no run wrote to (its state's lineage does not start at it),
+// whose state is that of the checkpoint it was restored from, and so on.
+// A record gone from the store (retention) ends the search at its id.
+func closeAt(ctx context.Context, load func(context.Context, string) (*checkpoint.CheckpointData, error), from string, stored lineageRun) (string, error) {
+	for stored.after != from {
+		rec, err := load(ctx, from)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return from, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("demo: lineage: %w", err)
+		}
+		older := restoredFrom(rec)
+		if older == "" {
+			return from, nil
+		}
+		from = older
+	}
+	return from, nil
 }

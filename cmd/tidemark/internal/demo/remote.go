@@ -1,13 +1,10 @@
 package demo
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/tidemark-io/tidemark/blobstorage"
-	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/state"
 )
@@ -45,31 +42,6 @@ func ParseRemoteState(s string) (levels state.RemoteLevels, remote bool, err err
 	return 0, false, fmt.Errorf("demo: remote state %q: want %q or %q (or empty: local state)", s, RemoteStateAll, RemoteStateLower)
 }
 
-// remoteStorage is what remote mode needs of Config.Storage: a
-// blobstorage.Storage.
-type remoteStorage interface {
-	Blobstore() blobstore.Blobstore
-	UseRemote(blobstorage.RemoteState)
-}
-
-// checkRemoteConfig refuses a remote mode the Storage cannot carry.
-func checkRemoteConfig(cfg Config) error {
-	_, remote, err := ParseRemoteState(cfg.RemoteState)
-	if err != nil || !remote {
-		return err
-	}
-	if _, ok := cfg.Storage.(remoteStorage); !ok {
-		return fmt.Errorf("demo: remote state needs a blobstorage.Storage, not %T", cfg.Storage)
-	}
-	if _, ok := cfg.Storage.(acquirer); !ok {
-		return fmt.Errorf("demo: remote state needs a Storage with a writer role, not %T", cfg.Storage)
-	}
-	if cfg.State.Remote.Store != nil {
-		return errors.New("demo: set RemoteState or State.Remote, not both")
-	}
-	return nil
-}
-
 // sameStateMode refuses to resume checkpoint cp, whose operator state
 // says which mode wrote it, in a mode that cannot open it. Local state
 // resumed in remote mode works: its tables stay local and new ones go to
@@ -95,47 +67,22 @@ func (r *runner) sameStateMode(cp *checkpoint.CheckpointData, ops operatorState)
 	return nil
 }
 
-// remoteOptions returns the state options of a remote-mode run of
-// writer epoch: the objects in the Storage's own Blobstore under
-// blobstorage.RemotePrefix, labelled by the epoch.
-func (r *runner) remoteOptions(epoch uint64) (state.Options, bool) {
-	o := r.cfg.State
-	levels, remote, _ := ParseRemoteState(r.cfg.RemoteState)
-	if !remote {
-		return o, false
-	}
-	o.Remote = state.RemoteOptions{
-		Store:      r.cfg.Storage.(remoteStorage).Blobstore(),
-		Prefix:     blobstorage.RemotePrefix,
-		Generation: blobstorage.RemoteGeneration(epoch),
-		Levels:     levels,
-	}
-	return o, true
-}
-
-// useRemote hands the open state to the Storage (checkpoints reference
-// its objects, GC keeps them) and starts hydrating its cache in the
-// background: reads are served at once, and faster once it is done.
-func (r *runner) useRemote(ctx context.Context) {
-	r.cfg.Storage.(remoteStorage).UseRemote(r.state.CheckpointRemote())
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := r.state.Hydrate(ctx); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("demo: hydrate remote state", "err", err)
-		}
-	}()
-	r.stopHydrate = func() { cancel(); <-done }
-}
+// runtimeOperatorKey is package job's entry in CheckpointData.Operators,
+// which records its Config.RemoteState as remote_state: read to refuse a
+// job in remote state with the CLI's words before the runtime starts.
+const runtimeOperatorKey = "tidemark.job"
 
 // checkStateMode reads the operator state of cp and checks its mode
 // (sameStateMode).
 func (r *runner) checkStateMode(cp *checkpoint.CheckpointData) error {
 	var ops operatorState
-	if raw, ok := cp.Operators[operatorKey]; ok {
-		if err := json.Unmarshal(raw, &ops); err != nil {
-			return fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+	// The demo's own entry (RunWorkers), or the runtime's (Run): both
+	// name the mode remote_state.
+	for _, key := range []string{operatorKey, runtimeOperatorKey} {
+		if raw, ok := cp.Operators[key]; ok {
+			if err := json.Unmarshal(raw, &ops); err != nil {
+				return fmt.Errorf("demo: checkpoint %s: operator state: %w", cp.ID, err)
+			}
 		}
 	}
 	return r.sameStateMode(cp, ops)

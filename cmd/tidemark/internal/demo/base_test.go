@@ -60,18 +60,11 @@ func TestRunResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
 	// every record exactly once (east may have committed more before its
 	// crash: that output is not the savepoint's).
 	ctx := t.Context()
-	total := Output{Counts: map[string]uint64{}}
-	for info, err := range east.List(ctx, OutPrefix) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if id := strings.TrimPrefix(info.Key, OutPrefix); id <= want.Checkpoint {
-			if err := NewSink(east).addCommitted(ctx, id, &total, false); err != nil {
-				t.Fatal(err)
-			}
-		}
+	total, err := blobOutput(ctx, east, func(id string) bool { return id <= want.Checkpoint })
+	if err != nil {
+		t.Fatal(err)
 	}
-	westOut, err := NewSink(west).Output(ctx)
+	westOut, err := blobOutput(ctx, west, all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,40 +102,8 @@ func TestRunResumedFromASavepointSurvivesACrashInTheNewStore(t *testing.T) {
 
 func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
 	ctx := t.Context()
-	// committed returns the ids of the committed transactions of bs.
-	committed := func(t *testing.T, bs blobstore.Blobstore) []string {
-		t.Helper()
-		var ids []string
-		for info, err := range bs.List(ctx, OutPrefix) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := strings.TrimPrefix(info.Key, OutPrefix)
-			if d, err := NewSink(bs).outcome(ctx, id); err != nil {
-				t.Fatal(err)
-			} else if d.committed {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) == 0 {
-			t.Fatal("no committed output: the test proves nothing")
-		}
-		return ids
-	}
-	copyOut := func(t *testing.T, from, to blobstore.Blobstore, id, as string) {
-		t.Helper()
-		rc, err := from.Get(ctx, OutPrefix+id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := readAllClose(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := to.Put(ctx, OutPrefix+as, bytesReader(recommitAs(t, body, as))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	committed := func(t *testing.T, bs blobstore.Blobstore) []string { return committedIDs(t, bs, all) }
+	copyOut := copyCommit
 	cases := []struct {
 		name string
 		// before damages west before the job resumes there, after once
@@ -161,7 +122,7 @@ func TestRunResumedFromASavepointStillDetectsWrongOutput(t *testing.T) {
 		{
 			name: "a transaction of west missing",
 			after: func(t *testing.T, _, west blobstore.Blobstore) {
-				if err := west.Delete(ctx, OutPrefix+committed(t, west)[0]); err != nil {
+				if err := west.Delete(ctx, CommitPrefix+committed(t, west)[0]); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -243,7 +204,7 @@ func TestRunOnFileStorageResumedFromASavepointIsExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := node(t, west)
-	cfg.Storage, cfg.PruneLocal = fs, false
+	cfg.Storage = fs
 	if res := mustComplete(t, cfg); res.Check.Base != want {
 		t.Fatalf("base %+v, want %+v", res.Check.Base, want)
 	}

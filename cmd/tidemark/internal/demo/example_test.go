@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	"github.com/tidemark-io/tidemark/filestore"
 )
 
@@ -35,7 +35,6 @@ func ExampleRun() {
 			Words:        50,
 			Interval:     time.Hour,
 			EveryRecords: 2000,
-			PruneLocal:   true,
 		})
 		if err != nil {
 			panic(err)

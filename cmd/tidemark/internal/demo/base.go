@@ -38,8 +38,9 @@ type Base struct {
 func (b Base) FromSavepoint() bool { return b.Checkpoint != "" }
 
 // outputBase decides the Base of the run that restored cp (nil: a fresh
-// start) with source offset next, and records it in the store the first
-// time it applies.
+// start) with source offset next, and records it in bs the first time it
+// applies. committedThrough says whether the sink holds a commit at or
+// below an id.
 //
 // A completed checkpoint's sink transaction committed (that is what
 // completed means), and a job that ran in this store committed it here.
@@ -51,24 +52,24 @@ func (b Base) FromSavepoint() bool { return b.Checkpoint != "" }
 // the run processes a record; later runs (after a crash, or again after
 // the end) restore checkpoints whose output is committed here, and read
 // the Base from the marker.
-func outputBase(ctx context.Context, sink *Sink, cp *checkpoint.CheckpointData, next uint64) (Base, error) {
+func outputBase(ctx context.Context, bs blobstore.Blobstore, committedThrough func(context.Context, string) (bool, error), cp *checkpoint.CheckpointData, next uint64) (Base, error) {
 	if cp == nil {
 		// A fresh start commits the output of every record here; a marker
 		// left from an earlier life of the store would make a later
 		// resume of this run expect less. Remove it first.
-		if err := sink.bs.Delete(ctx, BaseKey); err != nil {
+		if err := bs.Delete(ctx, BaseKey); err != nil {
 			return Base{}, fmt.Errorf("demo: output base: remove %q: %w", BaseKey, err)
 		}
 		return Base{}, nil
 	}
-	marker, etag, found, err := readBase(ctx, sink.bs)
+	marker, etag, found, err := readBase(ctx, bs)
 	if err != nil {
 		return Base{}, err
 	}
 	if found && marker.Checkpoint == cp.ID {
 		return marker, nil // a restart from the same restored savepoint
 	}
-	committed, err := sink.CommittedThrough(ctx, cp.ID)
+	committed, err := committedThrough(ctx, cp.ID)
 	if err != nil {
 		return Base{}, fmt.Errorf("demo: output base: %w", err)
 	}
@@ -87,14 +88,14 @@ func outputBase(ctx context.Context, sink *Sink, cp *checkpoint.CheckpointData, 
 	b := Base{Offset: next, Checkpoint: cp.ID}
 	body, _ := json.Marshal(b) // plain fields: cannot fail
 	if found {
-		_, err = sink.bs.PutIfMatch(ctx, BaseKey, etag, bytes.NewReader(body))
+		_, err = bs.PutIfMatch(ctx, BaseKey, etag, bytes.NewReader(body))
 	} else {
-		_, err = sink.bs.PutIfAbsent(ctx, BaseKey, bytes.NewReader(body))
+		_, err = bs.PutIfAbsent(ctx, BaseKey, bytes.NewReader(body))
 	}
 	if errors.Is(err, blobstore.ErrPreconditionFailed) {
 		// Written since we read it: by our own retried write, or by a
 		// writer that fenced us (whose record we must not overwrite).
-		got, _, ok, rerr := readBase(ctx, sink.bs)
+		got, _, ok, rerr := readBase(ctx, bs)
 		if rerr != nil {
 			return Base{}, rerr
 		}

@@ -41,6 +41,15 @@ type loop struct {
 	afterBatch func(ctx context.Context) error
 	// tick reports progress, about once a second.
 	tick func()
+
+	// stop, once closed, drains the loop: it reads no further batch,
+	// takes a final checkpoint of what it read and waits for it (see
+	// Config.Stop). fresh says no checkpoint exists yet: the drain then
+	// takes one even if it read nothing, so that there is one to resume.
+	stop  <-chan struct{}
+	fresh bool
+	// stopped is set when run returned because of stop.
+	stopped bool
 }
 
 // run reads the source to its end, checkpointing on the way, then takes
@@ -108,9 +117,14 @@ func (l *loop) run(ctx context.Context) error {
 		return nil
 	}
 
+	taken := false
 	for !l.src.Done() {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if l.draining() {
+			l.stopped = true
+			break
 		}
 		select {
 		case err := <-l.fatal:
@@ -143,6 +157,7 @@ func (l *loop) run(ctx context.Context) error {
 		if l.faults.Slow > 0 {
 			select {
 			case <-time.After(l.faults.Slow):
+			case <-l.stop: // the next turn drains
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -151,6 +166,7 @@ func (l *loop) run(ctx context.Context) error {
 			if err := take(); err != nil {
 				return err
 			}
+			taken = true
 		}
 		if time.Since(lastTick) >= time.Second {
 			lastTick = time.Now()
@@ -169,8 +185,9 @@ func (l *loop) run(ctx context.Context) error {
 		}
 	}
 
-	// The final checkpoint, unless the last one already covers the end.
-	if sinceCkpt > 0 {
+	// The final checkpoint, unless the last one already covers the end
+	// (or, drained, where the loop stopped).
+	if sinceCkpt > 0 || l.stopped && l.fresh && !taken {
 		if err := take(); err != nil {
 			return err
 		}
@@ -179,4 +196,17 @@ func (l *loop) run(ctx context.Context) error {
 		return wait(inFlight)
 	}
 	return nil
+}
+
+// draining reports whether the loop's stop is closed.
+func (l *loop) draining() bool { return stopping(l.stop) }
+
+// stopping reports whether stop (Config.Stop) is closed.
+func stopping(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }

@@ -30,7 +30,6 @@ func node(t *testing.T, bs blobstore.Blobstore) Config {
 		Batch:        500,
 		Interval:     time.Hour, // checkpoints by count only: deterministic
 		EveryRecords: 3000,
-		PruneLocal:   true,
 	}
 }
 
@@ -119,11 +118,14 @@ func TestRunResumesOnAnEmptyNodeAfterACrashExactlyOnce(t *testing.T) {
 	}
 }
 
-func TestRunResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
+// The one-process shape's crashes at every step are the runtime's
+// (package job, TestCrashAtEveryStepExactlyOnce); the workers keep their
+// own Coordinator wiring, tested here.
+func TestRunWorkersResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
 	for _, step := range checkpoint.Steps {
 		t.Run(string(step), func(t *testing.T) {
 			bs := fileStore(t)
-			crashing := node(t, bs)
+			crashing, _ := workersNode(t, bs, 2, nil)
 			n := 0
 			hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
 				if s == step {
@@ -133,10 +135,11 @@ func TestRunResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
 				}
 				return checkpoint.HookContinue
 			}
-			if _, err := Run(demofault.With(t.Context(), demofault.Faults{Hook: hook}), crashing); !errors.Is(err, ErrCrashed) {
+			if _, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{Hook: hook}), crashing); !errors.Is(err, ErrCrashed) {
 				t.Fatalf("crashing run: %v, want ErrCrashed", err)
 			}
-			res := mustComplete(t, node(t, bs))
+			next, _ := workersNode(t, bs, 2, nil)
+			res := mustRunWorkers(t, t.Context(), next)
 			want := checkpoint.ActionRestore
 			if step == checkpoint.StepSinkCommitted {
 				// Committed but not promoted: recovery must promote it,
@@ -176,7 +179,6 @@ func TestRunWithFileStorageKeepsStateLocally(t *testing.T) {
 	dir := t.TempDir()
 	cfg := node(t, fileStore(t))
 	cfg.Storage = checkpoint.NewFileStorage(filepath.Join(dir, "checkpoints"))
-	cfg.PruneLocal = false
 	if _, err := Run(demofault.With(t.Context(), demofault.Faults{CrashAfter: 7000}), cfg); !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crashing run: %v, want ErrCrashed", err)
 	}
@@ -205,11 +207,8 @@ func TestRunDetectsOutputProducedTwice(t *testing.T) {
 	mustComplete(t, cfg)
 	// Duplicate one committed transaction under a fresh id: exactly the
 	// damage a sink without transactions does on replay.
-	out, err := NewSink(bs).Output(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	duplicateTransaction(t, bs, out.LastID)
+	ids := committedIDs(t, bs, all)
+	duplicateTransaction(t, bs, ids[len(ids)-1])
 	res, err := Run(ctx, node(t, bs))
 	if !errors.Is(err, ErrNotExactlyOnce) || res.Check.OK() || res.Check.OutputWrong == 0 {
 		t.Fatalf("run over doubled output: %v, check %s; want ErrNotExactlyOnce", err, res.Check)
@@ -244,23 +243,4 @@ func TestRunClearsLeftoverLocalStateOfAnUnpersistedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustComplete(t, cfg)
-}
-
-// duplicateTransaction commits the committed transaction of checkpoint id
-// again, under a fresh id: exactly the damage a sink without transactions
-// does on replay.
-func duplicateTransaction(t *testing.T, bs blobstore.Blobstore, id string) {
-	t.Helper()
-	rc, err := bs.Get(t.Context(), OutPrefix+id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := readAllClose(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dup := checkpoint.NewID(999)
-	if err := bs.Put(t.Context(), OutPrefix+dup, bytesReader(recommitAs(t, body, dup))); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -11,46 +11,26 @@
 // into the output of the current checkpoint: the count each word gained
 // since the previous one.
 //
-// # Checkpoints and the two-phase protocol
+// # One process: the job runtime
 //
-// Every Config.Interval (or Config.EveryRecords) the job cuts a
-// checkpoint between two batches and hands its three parts to a
-// checkpoint.Coordinator: the source offsets, the state (a native Pebble
-// checkpoint into Storage.StateDir(id)) and the sink's acknowledgement
-// that the output is staged. The Coordinator persists the checkpoint as
-// prepared (uploading the state when the Storage is a
-// blobstorage.Storage), commits the sink transaction, and persists the
-// checkpoint as completed.
+// [Run] is a user of package job like any other: the word count is a
+// job.Processor over the state's owners, the generated source a
+// job.Source (offsets as JSON), and the output a job.BlobSink under
+// [OutputPrefix] of the sink's store. The runtime owns the writer role,
+// recovery (rolling a prepared checkpoint forward), the state, the
+// checkpoints every Config.Interval (or Config.EveryRecords), commits,
+// GC and the stop with a final checkpoint (Config.Stop). At the end of
+// the source Run reads the final checkpoint's state back from the store
+// and the committed output of the job's [Lineage], and compares both
+// with the counts computed from the source ([Check]). The lineage lives
+// in the state (the totals owner), the output base in [BaseKey].
 //
-// # The sink
+// # Workers: the demo's own wiring, until the runtime has a worker mode
 //
-// [Sink] is a transactional file sink in a blobstore.Blobstore: one
-// transaction per checkpoint, staged as a file and committed by creating
-// the committed file with a single create-if-absent, which also makes
-// "was it committed?" a durable, node-independent question (see [Sink]).
-// The staged file is per writer (sink/staged/<id>@e<epoch>) and the
-// committed file names the staged file and digest it commits, so a node
-// that was cut off and replaced (a zombie), using the same checkpoint id
-// as its replacement, can never get its output committed in the
-// replacement's name.
-//
-// # Recovery
-//
-// [Run] starts by taking the writer role (fencing any previous writer;
-// Acquire first checks that the store enforces conditional writes, since
-// an S3-compatible endpoint may accept If-None-Match and If-Match and
-// ignore them, and then nothing fences a zombie),
-// lets checkpoint.Recover decide from the latest checkpoint and the sink
-// what to restore, aborts every transaction that can no longer commit,
-// materializes the state (downloading it on an empty node), seeks the
-// source and continues. Whatever point the previous run died at, the
-// committed output ends up holding every record exactly once: at the end
-// Run recomputes the expected counts from the source and compares them
-// with the sum over the committed transactions and with the state
-// ([CheckExactlyOnce]). After a rollback to a savepoint on the same store
-// that sum is over the transactions of the job's current [Lineage]: the
-// output an abandoned lineage committed after the savepoint is produced
-// again by the new one, and is left out.
+// [RunWorkers] still drives a checkpoint.Coordinator itself, with the
+// demo's [Sink]: a transactional file sink whose commit and abort race
+// for one create-if-absent key, so that recovery's "not committed" is a
+// durable abort no zombie's late commit can pass (see [Sink]).
 //
 // # Remote state (instant restore)
 //

@@ -50,11 +50,11 @@ func TestSinkCommitsOnlyItsOwnStagedOutputWhenAZombieStagesTheSameID(t *testing.
 	}
 }
 
-func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *testing.T) {
+func TestRunWorkersCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *testing.T) {
 	ctx := t.Context()
 	bs := fileStore(t)
 	zombie := NewSink(bs)
-	b := node(t, bs)
+	b, _ := workersNode(t, bs, 2, nil)
 	var (
 		mu       sync.Mutex
 		staged   string
@@ -70,7 +70,7 @@ func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *test
 		}
 		return checkpoint.HookContinue
 	}
-	mustRun(demofault.With(t.Context(), demofault.Faults{Hook: hook}), t, b) // the exactly-once check: no zombie-word in the output
+	mustRunWorkers(t, demofault.With(t.Context(), demofault.Faults{Hook: hook}), b) // the exactly-once check: no zombie-word in the output
 	mu.Lock()
 	defer mu.Unlock()
 	if staged == "" || stageErr != nil {
@@ -78,11 +78,11 @@ func TestRunCommitsItsOwnOutputWhenAZombieStagesTheSameIDBeforeTheCommit(t *test
 	}
 }
 
-func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
+func TestRunWorkersSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 	ctx := t.Context()
 	bs := fileStore(t)
 	zombie := NewSink(bs)
-	b := node(t, bs)
+	b, _ := workersNode(t, bs, 2, nil)
 	hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
 		if s == checkpoint.StepPersistPrepared && id == checkpoint.NewID(3) {
 			if err := zombie.Stage(ctx, id, zombieDeltas); err != nil {
@@ -91,7 +91,7 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 		}
 		return checkpoint.HookContinue
 	}
-	mustRun(demofault.With(t.Context(), demofault.Faults{Hook: hook}), t, b)
+	mustRunWorkers(t, demofault.With(t.Context(), demofault.Faults{Hook: hook}), b)
 	out, err := NewSink(bs).Output(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,8 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 		t.Fatalf("after B's run %+v: want the zombie's staged object left", out)
 	}
 	// The next run sweeps it, and it never becomes output.
-	mustComplete(t, node(t, bs))
+	next, _ := workersNode(t, bs, 2, nil)
+	mustRunWorkers(t, ctx, next)
 	if out, err = NewSink(bs).Output(ctx); err != nil || out.Staged != 0 || out.Counts["zombie-word"] != 0 {
 		t.Fatalf("after the next run %+v, %v: want nothing staged and no zombie output", out, err)
 	}
@@ -108,7 +109,7 @@ func TestSweepRemovesAZombiesStagedLeftoverOfACommittedID(t *testing.T) {
 
 // A zombie with a real, fenced BlobStorage fails to persist the same id
 // B is about to commit; its Coordinator must not abort that id.
-func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
+func TestRunWorkersCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 	ctx := t.Context()
 	bs := memstore.New()
 	zombieStorage := blobstorage.New(bs, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{})
@@ -116,7 +117,7 @@ func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 		t.Fatal(err)
 	}
 	zombieSink := NewSink(bs)
-	b := node(t, bs)
+	b, _ := workersNode(t, bs, 2, nil)
 	var (
 		mu       sync.Mutex
 		zombieID string
@@ -150,7 +151,7 @@ func TestRunCommitsWhenAFencedZombieFailsTheSameID(t *testing.T) {
 		zc.Stop()
 		return checkpoint.HookContinue
 	}
-	mustRun(demofault.With(t.Context(), demofault.Faults{Hook: hook}), t, b) // B commits the id, and the check holds
+	mustRunWorkers(t, demofault.With(t.Context(), demofault.Faults{Hook: hook}), b) // B commits the id, and the check holds
 	mu.Lock()
 	defer mu.Unlock()
 	if zombieID == "" {
