@@ -238,7 +238,7 @@ func TestBlobSinkSweepKeepsACommitTheListingMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	bs.hide["out/commit/"+txn.ID] = true
-	if _, err := job.Sweep(ctx, s, "e2"); err != nil {
+	if _, err := s.Sweep(ctx, "e2"); err != nil {
 		t.Fatal(err)
 	}
 	if got := keys(blobOutput(t, job.NewBlobSink(mem, "out/"))); got != "1" {
