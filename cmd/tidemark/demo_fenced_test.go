@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/demo"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 )
 
 func TestFencedDemoSaysOnceThatAnotherNodeTookOver(t *testing.T) {
