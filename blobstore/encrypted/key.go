@@ -96,17 +96,23 @@ func LoadKeyFile(path string) (Key, error) {
 // LoadKeyEnv reads a key from the environment variable name, which holds
 // its base64. ok is false when the variable is unset or empty.
 func LoadKeyEnv(name string) (k Key, ok bool, err error) {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
+	v := os.Getenv(name)
+	if strings.TrimSpace(v) == "" {
 		return Key{}, false, nil
 	}
-	m, err := base64.StdEncoding.DecodeString(v)
-	if err != nil {
-		return Key{}, true, fmt.Errorf("%w: $%s is not base64", ErrInvalidKey, name)
-	}
-	k, err = NewKey("", m)
+	k, err = ParseKeyBase64(v)
 	if err != nil {
 		return Key{}, true, fmt.Errorf("$%s: %w", name, err)
 	}
 	return k, true, nil
+}
+
+// ParseKeyBase64 reads a key from the standard base64 of its material, as
+// an environment variable holds it (surrounding white space ignored).
+func ParseKeyBase64(s string) (Key, error) {
+	m, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: not base64", ErrInvalidKey)
+	}
+	return NewKey("", m)
 }
