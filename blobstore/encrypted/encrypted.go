@@ -11,7 +11,9 @@
 // Reads stream and authenticate chunk by chunk: a range read decrypts only
 // the chunks holding the range. Sizes reported by Stat and List are the
 // plaintext's; ETags are the stored objects', so conditional writes keep
-// their meaning. See docs/encryption.md for the format.
+// their meaning. Detect is the keyless counterpart: it refuses, naming
+// the key id, reads of encrypted objects that would otherwise yield
+// ciphertext. See docs/encryption.md for the format.
 package encrypted
 
 import (

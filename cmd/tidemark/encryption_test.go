@@ -28,7 +28,7 @@ func writeKey(t *testing.T, seed byte) (path string, k encrypted.Key) {
 
 // A demo on a store opened with ?encryption_key_file= writes its state
 // files and savepoints encrypted: verify passes with the key, fails
-// without it and names both key ids with another; records stay readable
+// naming the key id without it and both key ids with another; records stay readable
 // without the key; savepoint cp decrypts into a plain store.
 func TestEncryptedStoreDemoVerify(t *testing.T) {
 	dir := t.TempDir()
@@ -43,8 +43,8 @@ func TestEncryptedStoreDemoVerify(t *testing.T) {
 	must(t, store, "savepoint", "create", "sp")
 	for _, name := range []string{"sp", "latest-completed"} {
 		must(t, store, "verify", name)
-		if _, _, code := tm(t, plainURL, "verify", name); code == exitOK {
-			t.Fatalf("verify %s without the key succeeded", name)
+		if _, errOut, code := tm(t, plainURL, "verify", name); code == exitOK || !strings.Contains(errOut, key.ID) {
+			t.Fatalf("verify %s without the key: exit %d, stderr %q; want a failure naming %s", name, code, errOut, key.ID)
 		}
 		_, errOut, code := tm(t, plainURL+"?encryption_key_file="+otherPath, "verify", name)
 		if code == exitOK || !strings.Contains(errOut, key.ID) || !strings.Contains(errOut, other.ID) {
@@ -73,6 +73,13 @@ func TestEncryptedStoreDemoVerify(t *testing.T) {
 		t.Fatalf("savepoint cp to a plain store: exit %d: %s", code, errOut)
 	}
 	must(t, plainDst, "verify", "sp")
+	// A restore without the key is refused naming it; with it, it runs.
+	fresh := fileURL(filepath.Join(dir, "fresh"))
+	if _, errOut, code := tm(t, fresh, "savepoint", "restore", "sp", "--from", plainURL); code == exitOK || !strings.Contains(errOut, key.ID) {
+		t.Fatalf("savepoint restore without the key: exit %d, stderr %q; want a failure naming %s", code, errOut, key.ID)
+	}
+	must(t, fresh, "savepoint", "restore", "sp", "--from", store)
+	must(t, fresh, "verify", "latest-completed")
 }
 
 // A key file that is missing or of the wrong length, or a bad encryption

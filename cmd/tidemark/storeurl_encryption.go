@@ -105,10 +105,12 @@ func dropParams(s string) string {
 	return u.String()
 }
 
-// encrypt returns bs decorated with key, or bs when key is nil.
+// encrypt returns bs decorated with key or, when key is nil, with
+// encrypted.Detect: a read of an encrypted object then names the key id
+// it needs instead of failing as corrupt.
 func encrypt(bs blobstore.Blobstore, key *encrypted.Key) (blobstore.Blobstore, error) {
 	if key == nil {
-		return bs, nil
+		return encrypted.Detect(bs, encrypted.Options{}), nil
 	}
 	return encrypted.New(bs, *key, encrypted.Options{})
 }
