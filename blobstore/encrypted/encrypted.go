@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/cipher"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -70,6 +71,7 @@ type store struct {
 	id      string
 	master  cipher.AEAD
 	encrypt func(string) bool
+	headers headerCache
 }
 
 var _ blobstore.Unwrapper = (*store)(nil)
@@ -94,7 +96,8 @@ func New(bs blobstore.Blobstore, key Key, opts Options) (blobstore.Blobstore, er
 // Unwrap returns the store holding the ciphertext.
 func (s *store) Unwrap() blobstore.Blobstore { return s.bs }
 
-func (s *store) seal(r io.Reader) (io.Reader, error) {
+func (s *store) seal(key string, r io.Reader) (io.Reader, error) {
+	s.headers.drop(key) // this store replaces it: its data key changes
 	h, ok, err := newHeader(s.master, s.id)
 	if err != nil {
 		return nil, err
@@ -106,7 +109,7 @@ func (s *store) Put(ctx context.Context, key string, r io.Reader) error {
 	if !s.encrypt(key) {
 		return s.bs.Put(ctx, key, r)
 	}
-	sr, err := s.seal(r)
+	sr, err := s.seal(key, r)
 	if err != nil {
 		return err
 	}
@@ -117,7 +120,7 @@ func (s *store) PutIfAbsent(ctx context.Context, key string, r io.Reader) (strin
 	if !s.encrypt(key) {
 		return s.bs.PutIfAbsent(ctx, key, r)
 	}
-	sr, err := s.seal(r)
+	sr, err := s.seal(key, r)
 	if err != nil {
 		return "", err
 	}
@@ -128,7 +131,7 @@ func (s *store) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (
 	if !s.encrypt(key) {
 		return s.bs.PutIfMatch(ctx, key, etag, r)
 	}
-	sr, err := s.seal(r)
+	sr, err := s.seal(key, r)
 	if err != nil {
 		return "", err
 	}
@@ -142,7 +145,11 @@ func (s *store) readHeader(src io.Reader, key string) (*objectKey, error) {
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, err
 	}
-	return openHeader(s.master, s.id, key, h[:n])
+	ok, err := openHeader(s.master, s.id, key, h[:n])
+	if err == nil {
+		s.headers.put(key, ok)
+	}
+	return ok, err
 }
 
 func (s *store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -167,6 +174,10 @@ func (s *store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // range in chunk 0 is one read from the start of the object; another is
 // two: the header, then the chunks.
 func (s *store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return s.getRange(ctx, key, offset, length, true)
+}
+
+func (s *store) getRange(ctx context.Context, key string, offset, length int64, useCache bool) (io.ReadCloser, error) {
 	if !s.encrypt(key) {
 		return s.bs.GetRange(ctx, key, offset, length)
 	}
@@ -203,6 +214,22 @@ func (s *store) GetRange(ctx context.Context, key string, offset, length int64) 
 		if rc, err = s.bs.GetRange(ctx, key, 0, cLen); err != nil {
 			return nil, err
 		}
+	} else if cached := s.headers.get(key); cached != nil && useCache {
+		// One request instead of two. The first chunk is opened here: if
+		// the object was replaced since, it fails, and the header is read.
+		if rc, err = s.bs.GetRange(ctx, key, cOff, cLen); err != nil {
+			return nil, err
+		}
+		u := s.unsealer(ctx, rc, cached, key, offset, length, toEnd)
+		if err := u.open(); errors.Is(err, ErrCorrupt) {
+			rc.Close()
+			s.headers.drop(key)
+			return s.getRange(ctx, key, offset, length, false)
+		} else if err != nil {
+			rc.Close()
+			return nil, err
+		}
+		return u, nil
 	} else {
 		hrc, err := s.bs.GetRange(ctx, key, 0, int64(HeaderSize))
 		if err != nil {
@@ -217,20 +244,32 @@ func (s *store) GetRange(ctx context.Context, key string, offset, length int64) 
 			return nil, err
 		}
 	}
-	src := bufio.NewReaderSize(rc, sealedSize+1)
 	if first == 0 {
+		src := bufio.NewReaderSize(rc, sealedSize+1)
 		if ok, err = s.readHeader(src, key); err != nil {
 			rc.Close()
 			return nil, err
 		}
+		return s.unsealerOn(ctx, rc, src, ok, key, offset, length, toEnd), nil
 	}
+	return s.unsealer(ctx, rc, ok, key, offset, length, toEnd), nil
+}
+
+// unsealer returns the plaintext of the range at offset, read from rc
+// (which starts at the range's first chunk).
+func (s *store) unsealer(ctx context.Context, rc io.ReadCloser, ok *objectKey, key string, offset, length int64, toEnd bool) *unsealer {
+	return s.unsealerOn(ctx, rc, bufio.NewReaderSize(rc, sealedSize+1), ok, key, offset, length, toEnd)
+}
+
+func (s *store) unsealerOn(ctx context.Context, rc io.ReadCloser, src *bufio.Reader, ok *objectKey, key string, offset, length int64, toEnd bool) *unsealer {
+	first := offset / ChunkSize
 	remain := length
 	if toEnd {
 		remain = -1
 	}
 	u := newUnsealer(rc, src, ok, key, uint64(first), int(offset-first*ChunkSize), remain)
 	u.verifyEnd = func() error { return s.verifyEnd(ctx, key, ok) }
-	return u, nil
+	return u
 }
 
 // verifyEnd checks that the object at key ends where its size says: its
@@ -299,4 +338,7 @@ func (s *store) List(ctx context.Context, prefix string) iter.Seq2[blobstore.Obj
 	}
 }
 
-func (s *store) Delete(ctx context.Context, key string) error { return s.bs.Delete(ctx, key) }
+func (s *store) Delete(ctx context.Context, key string) error {
+	s.headers.drop(key)
+	return s.bs.Delete(ctx, key)
+}
