@@ -73,6 +73,14 @@ func TestEncryptedStoreDemoVerify(t *testing.T) {
 		t.Fatalf("savepoint cp to a plain store: exit %d: %s", code, errOut)
 	}
 	must(t, plainDst, "verify", "sp")
+	// cp to a store under another key: verifies with that key only.
+	otherPlain := fileURL(filepath.Join(dir, "other"))
+	otherDst := otherPlain + "?encryption_key_file=" + otherPath
+	must(t, "", "savepoint", "cp", "sp", store, otherDst)
+	must(t, otherDst, "verify", "sp")
+	if _, errOut, code := tm(t, "", "savepoint", "cp", "sp", otherPlain, fileURL(filepath.Join(dir, "plain2"))); code == exitOK || !strings.Contains(errOut, other.ID) {
+		t.Fatalf("cp from the other key's store with no key: exit %d, stderr %q; want a failure naming %s", code, errOut, other.ID)
+	}
 	// A restore without the key is refused naming it; with it, it runs.
 	fresh := fileURL(filepath.Join(dir, "fresh"))
 	if _, errOut, code := tm(t, fresh, "savepoint", "restore", "sp", "--from", plainURL); code == exitOK || !strings.Contains(errOut, key.ID) {
