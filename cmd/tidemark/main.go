@@ -218,6 +218,7 @@ var errVerify = errors.New("verification failed")
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, e env) int {
 	a := &app{env: e}
+	ctx = withGetenv(ctx, e.getenv)
 	root := a.rootCmd()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -56,6 +56,9 @@ The store is a URL, given with --store or $TIDEMARK_STORE:
   file:///var/lib/tidemark              a directory (no server needed)
   s3://bucket/prefix?region=eu-west-1   S3 (credentials from the standard AWS chain)
   s3://bucket/prefix?endpoint=http://127.0.0.1:9000&path_style=true   MinIO
+Any store URL takes encryption_key_file=PATH (or set $TIDEMARK_ENCRYPTION_KEY to
+a base64 key) to encrypt state files and savepoints client-side, AES-256-GCM;
+encryption=off opens that URL plain (docs/encryption.md).
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 verification failed (corrupt data, the
 demo's exactly-once check failed, or probe found that the endpoint ignores

@@ -18,7 +18,14 @@ import (
 // so the message shows the URL the user wrote (its password, if any,
 // redacted), and an unknown scheme lists the schemes tidemark supports
 // (the library's error suggests importing a Go package).
+//
+// The encryption parameters (storeurl_encryption.go) are taken out first:
+// with a key, the store is opened decorated by package encrypted.
 func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstore, error) {
+	key, typed, opened, err := storeEncryption(ctx, typed, opened)
+	if err != nil {
+		return nil, err
+	}
 	if u, err := url.Parse(typed); err == nil && u.Scheme == "" {
 		hint := ""
 		if strings.HasPrefix(u.Path, "/") {
@@ -34,7 +41,10 @@ func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstor
 	if err != nil && opened != typed && errors.Is(err, blobstore.ErrInvalidURL) {
 		err = retyped(err, typed, opened)
 	}
-	return bs, err
+	if err != nil {
+		return nil, err
+	}
+	return encrypt(bs, key)
 }
 
 // cliSchemes are the store schemes the CLI supports and documents (--help,

@@ -1,0 +1,199 @@
+package encrypted_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
+	"github.com/tidemark-io/tidemark/blobstore/encrypted"
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+)
+
+const marker = "TIDEMARK-PLAINTEXT-MARKER"
+
+// stateOf is the content of the test's state files: a shared table over
+// several chunks and a private file, both holding the marker.
+func stateOf() map[string][]byte {
+	table := append(blobstoretest.Payload(5, 3*encrypted.ChunkSize+99), marker...)
+	return map[string][]byte{
+		"000007.sst":      table,
+		"MANIFEST-000001": []byte("manifest " + marker),
+	}
+}
+
+func saveCheckpoint(t *testing.T, bs blobstore.Blobstore) (*blobstorage.Storage, string) {
+	t.Helper()
+	s := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+	if _, err := s.Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	id := checkpoint.NewID(1)
+	dir := filepath.Join(s.StateDir(id), "counts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range stateOf() {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &checkpoint.CheckpointData{
+		ID:        id,
+		Timestamp: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC),
+		Operators: map[string][]byte{"0": []byte("op")},
+		Source:    map[string][]byte{checkpoint.SourceOffsetsKey: []byte("off")},
+		StateDirs: map[string]string{"counts": "counts"},
+	}
+	if err := s.Save(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	return s, id
+}
+
+// writer returns a Storage on bs holding the writer role.
+func writer(t *testing.T, bs blobstore.Blobstore) *blobstorage.Storage {
+	t.Helper()
+	s := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+	if _, err := s.Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func rawGet(t *testing.T, bs blobstore.Blobstore, key string) []byte {
+	t.Helper()
+	return blobstoretest.Get(t, bs, key)
+}
+
+func checkRestored(t *testing.T, bs blobstore.Blobstore, id string) {
+	t.Helper()
+	s := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+	if err := s.Restore(t.Context(), id); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for name, want := range stateOf() {
+		got, err := os.ReadFile(filepath.Join(s.StateDir(id), "counts", name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("restored %s: %d bytes, %v; want the %d bytes saved", name, len(got), err, len(want))
+		}
+	}
+	if err := s.Verify(t.Context(), id); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+}
+
+func verifySavepoint(t *testing.T, bs blobstore.Blobstore, label string) {
+	t.Helper()
+	rc, err := bs.Get(t.Context(), checkpoint.SavepointKey(label))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := archive.Verify(t.Context(), rc, archive.Limits{}); err != nil {
+		t.Fatalf("archive.Verify of savepoint %s: %v", label, err)
+	}
+}
+
+// A checkpoint saved through the decorator (default predicate) restores
+// and verifies; the stored state files and savepoint hold no plaintext,
+// while records stay plain; the default predicate agrees with
+// blobstorage.KeyClass on every key written; a store with another key is
+// refused naming both ids.
+func TestCheckpointThroughEncryptedStore(t *testing.T) {
+	ctx := t.Context()
+	base := memstore.New()
+	k1, k2 := testKey(t, 21), testKey(t, 22)
+	enc := wrap(t, base, k1, nil)
+	src, id := saveCheckpoint(t, enc)
+	checkRestored(t, enc, id)
+	if _, err := checkpoint.CreateSavepoint(ctx, src, enc, "sp"); err != nil {
+		t.Fatal(err)
+	}
+	verifySavepoint(t, enc, "sp")
+
+	classes := map[string]int{}
+	for _, key := range blobstoretest.ListKeys(t, base, "") {
+		class := blobstorage.KeyClass(key)
+		classes[class]++
+		secret := slices.Contains([]string{"private", "shared", "remote", "savepoint"}, class)
+		if encrypted.DefaultEncrypt(key) != secret {
+			t.Errorf("DefaultEncrypt(%q) = %v for a key of class %s", key, !secret, class)
+		}
+		raw := rawGet(t, base, key)
+		if secret && (bytes.Contains(raw, []byte(marker)) || !bytes.HasPrefix(raw, []byte("TMKENC"))) {
+			t.Errorf("%s (%s) is stored in the clear", key, class)
+		}
+		if class == "record" && !bytes.Contains(raw, []byte(`"`+id+`"`)) {
+			t.Errorf("record %s is not plain JSON naming %s", key, id)
+		}
+	}
+	for _, c := range []string{"private", "shared", "savepoint", "record"} {
+		if classes[c] == 0 {
+			t.Fatalf("no %s key written (%v): the test checks nothing", c, classes)
+		}
+	}
+
+	// Another key: the restore is refused naming both key ids.
+	other := blobstorage.New(wrap(t, base, k2, nil), t.TempDir(), blobstorage.Options{})
+	err := other.Restore(ctx, id)
+	if !errors.Is(err, encrypted.ErrWrongKey) || !strings.Contains(err.Error(), k1.ID) || !strings.Contains(err.Error(), k2.ID) {
+		t.Fatalf("Restore with another key: %v; want ErrWrongKey naming %s and %s", err, k1.ID, k2.ID)
+	}
+	if _, err := checkpoint.RestoreSavepoint(ctx, writer(t, memstore.New()), wrap(t, base, k2, nil), "sp"); !errors.Is(err, encrypted.ErrWrongKey) {
+		t.Fatalf("RestoreSavepoint with another key: %v, want ErrWrongKey", err)
+	}
+}
+
+// An encrypted savepoint copies to a plain store and to a store encrypted
+// under another key; both copies verify and restore.
+func TestSavepointCopiesAcrossKeys(t *testing.T) {
+	ctx := t.Context()
+	base, plain, otherBase := memstore.New(), memstore.New(), memstore.New()
+	k1, k2 := testKey(t, 31), testKey(t, 32)
+	enc := wrap(t, base, k1, nil)
+	src, id := saveCheckpoint(t, enc)
+	if _, err := checkpoint.CreateSavepoint(ctx, src, enc, "sp"); err != nil {
+		t.Fatal(err)
+	}
+	other := wrap(t, otherBase, k2, nil)
+	for name, dst := range map[string]blobstore.Blobstore{"plain": plain, "other key": other} {
+		if err := checkpoint.CopySavepoint(ctx, enc, dst, "sp"); err != nil {
+			t.Fatalf("CopySavepoint to the %s store: %v", name, err)
+		}
+		verifySavepoint(t, dst, "sp")
+		got, err := checkpoint.RestoreSavepoint(ctx, writer(t, memstore.New()), dst, "sp")
+		if err != nil || got != id {
+			t.Fatalf("RestoreSavepoint from the %s store: %q, %v", name, got, err)
+		}
+	}
+	if !bytes.Contains(rawGet(t, plain, "savepoints/sp"), []byte(marker)) {
+		t.Fatal("the plain copy does not hold the plaintext")
+	}
+	raw := rawGet(t, otherBase, "savepoints/sp")
+	if bytes.Contains(raw, []byte(marker)) {
+		t.Fatal("the copy under another key holds the plaintext")
+	}
+	// And back: a plain savepoint copies into an encrypted store.
+	if err := checkpoint.CopySavepoint(ctx, plain, wrap(t, memstore.New(), k1, nil), "sp"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := wrap(t, otherBase, k1, nil).Get(ctx, "savepoints/sp")
+	if err == nil {
+		io.Copy(io.Discard, rc)
+		rc.Close()
+	}
+	if !errors.Is(err, encrypted.ErrWrongKey) {
+		t.Fatalf("reading the other key's copy with k1: %v, want ErrWrongKey", err)
+	}
+}
