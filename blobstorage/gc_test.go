@@ -441,7 +441,7 @@ func TestGCDeletesNothingWhileAPointerDangles(t *testing.T) {
 
 // pinOnDelete is a store where a restore pins checkpoint id and reads its
 // record just before GC's delete of that record applies (the delete was
-// in flight): the simulation found this (internal/sim, seed 29).
+// in flight): the simulation found this (integration/sim, seed 29).
 type pinOnDelete struct {
 	blobstore.Blobstore
 	id     string

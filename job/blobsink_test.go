@@ -220,7 +220,7 @@ func (l *laggingList) List(ctx context.Context, prefix string) iter.Seq2[blobsto
 }
 
 // The sweep keeps a committed transaction whose commit a lagging listing
-// did not show: the simulation (internal/sim, runtime seed 1) found it
+// did not show: the simulation (integration/sim, runtime seed 1) found it
 // deleting committed output so.
 func TestBlobSinkSweepKeepsACommitTheListingMissed(t *testing.T) {
 	ctx := t.Context()

@@ -1,4 +1,4 @@
-// Package dst runs Tidemark's deterministic simulation (internal/sim):
+// Package dst runs Tidemark's deterministic simulation (integration/sim):
 // writers, zombies and an operator on a faulted, simulated store, one
 // seed per run, every failure replayable from its seed.
 package dst
@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tidemark-io/tidemark/internal/sim"
+	"github.com/tidemark-io/tidemark/integration/sim"
 	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidemark-io/tidemark/internal/sim"
+	"github.com/tidemark-io/tidemark/integration/sim"
 	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
-	"github.com/tidemark-io/tidemark/internal/sim"
+	"github.com/tidemark-io/tidemark/integration/sim"
 )
 
 // The simulated store keeps the Blobstore contract when no fault is
