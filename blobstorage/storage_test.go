@@ -627,7 +627,7 @@ func TestRestoreReplacesALeftoverThatDoesNotMatchTheRecord(t *testing.T) {
 }
 
 // A leftover whose every file has the size the record gives, but other
-// bytes, is replaced too: the simulation (internal/sim, seed 2) found a
+// bytes, is replaced too: the simulation (integration/sim, seed 2) found a
 // zombie's state of the same id matching byte counts, which a size check
 // trusted, so the node resumed from the wrong state.
 func TestRestoreReplacesALeftoverOfTheSameSizes(t *testing.T) {

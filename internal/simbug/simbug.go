@@ -1,5 +1,5 @@
 // Package simbug holds the deliberate bugs the deterministic simulation
-// (internal/sim) must catch, each behind a switch only its tests set.
+// (integration/sim) must catch, each behind a switch only its tests set.
 // Production code reads the switch at the one place the bug would be;
 // with Active empty (always, outside those tests) the code is unchanged.
 package simbug
