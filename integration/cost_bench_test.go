@@ -6,9 +6,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,14 +42,7 @@ const (
 //
 //	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkCheckpointCost -benchtime=1x ./integration/
 func BenchmarkCheckpointCost(b *testing.B) {
-	stateMiB := 64
-	if s := os.Getenv("TIDEMARK_BENCH_STATE_MIB"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("TIDEMARK_BENCH_STATE_MIB=%q: want a positive number of MiB", s)
-		}
-		stateMiB = n
-	}
+	stateMiB := envInt(b, "TIDEMARK_BENCH_STATE_MIB", 64)
 	const (
 		valueSize = 1024
 		owners    = 2

@@ -127,31 +127,7 @@ func Resume(t *testing.T, bs blobstore.Blobstore, opts blobstorage.Options) (*Jo
 // m), flushing every 500 keys so that tables are created.
 func (j *Job) Write(t *testing.T, m Model, seed, from, to uint64) {
 	t.Helper()
-	for _, owner := range Owners {
-		o, err := j.State.Owner(owner)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m[owner] == nil {
-			m[owner] = map[string]string{}
-		}
-		for i := from; i < to; i++ {
-			k, v := state.GenerateKV(seed+uint64(len(owner)), i, 200)
-			k = append([]byte(owner+"/"), k...)
-			if err := o.Set(k, v); err != nil {
-				t.Fatal(err)
-			}
-			m[owner][string(k)] = string(v)
-			if i%500 == 499 {
-				if err := o.Flush(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if err := o.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeOwners(t, j.State, Owners, m, seed, from, to)
 }
 
 // Checkpoint checkpoints the state into StateDir(id) and saves it as
