@@ -119,9 +119,14 @@ func (j *Job) Stop(ctx context.Context, opts StopOptions) (Result, error) {
 			return Result{}, fmt.Errorf("%w: a savepoint needs a *blobstorage.Storage, not %T", ErrConfig, j.cfg.Storage)
 		}
 		// Refused before the drain; CreateNewSavepoint still settles a race.
-		if ok, err := rs.Blobstore().Exists(ctx, checkpoint.SavepointKey(opts.Savepoint)); err != nil {
+		// A ctx already done fails the check: the job is then cancelled
+		// below like any Stop past its deadline, never left running.
+		ok, err := rs.Blobstore().Exists(ctx, checkpoint.SavepointKey(opts.Savepoint))
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case err != nil:
 			return Result{}, fmt.Errorf("job: stop: %w", err)
-		} else if ok {
+		case ok:
 			return Result{}, fmt.Errorf("job: stop: savepoint %q: %w", opts.Savepoint, checkpoint.ErrSavepointExists)
 		}
 	}
