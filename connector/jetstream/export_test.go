@@ -33,3 +33,6 @@ func StallPartition(s *Source, p int) {
 		cc.Stop()
 	}
 }
+
+// Retry is retry, for test helpers that read through a cluster in transition.
+func Retry(ctx context.Context, f func(context.Context) error) error { return retry(ctx, f) }

@@ -3,10 +3,12 @@ package jetstream_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
@@ -48,12 +50,19 @@ func readOutput(t testing.TB, js natsjs.JetStream, stream string) []job.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx, natsjs.WithSubjectFilter(stream+".*"))
-	if err != nil {
+	// Stream info and the pull requests may meet a stream leader election
+	// or, on a cluster, a consumer whose interest has not yet reached the
+	// node this client is connected to (503, no responders): retry them.
+	var st natsjs.Stream
+	var info *natsjs.StreamInfo
+	if err := tmjs.Retry(ctx, func(rctx context.Context) error {
+		var err error
+		if st, err = js.Stream(rctx, stream); err != nil {
+			return err
+		}
+		info, err = st.Info(rctx, natsjs.WithSubjectFilter(stream+".*"))
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	total := 0
@@ -64,23 +73,33 @@ func readOutput(t testing.TB, js natsjs.JetStream, stream string) []job.Record {
 	if total == 0 {
 		return out
 	}
-	cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{stream + ".*"}})
-	if err != nil {
+	// Each Fetch of an ordered consumer creates a new consumer resuming
+	// after the last message delivered, so a failed pull repeats nothing.
+	var cons natsjs.Consumer
+	if err := tmjs.Retry(ctx, func(rctx context.Context) error {
+		var err error
+		cons, err = st.OrderedConsumer(rctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{stream + ".*"}})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	for len(out) < total {
 		b, err := cons.Fetch(min(total-len(out), 500), natsjs.FetchMaxWait(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range b.Messages() {
-			out = append(out, tmjs.RecordOf(t, m))
-		}
-		if err := b.Error(); err != nil {
-			t.Fatal(err)
+		if err == nil {
+			for m := range b.Messages() {
+				out = append(out, tmjs.RecordOf(t, m))
+			}
+			err = b.Error()
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of the %d records of %s.*", len(out), total, stream)
+			t.Fatalf("read %d of the %d records of %s.*: %v", len(out), total, stream, err)
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	return out

@@ -459,7 +459,9 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 		if err != nil {
 			return nil, nil, fmt.Errorf("jetstream: read staging of %s: %w", txn, err)
 		}
-		it, err := cons.Messages(natsjs.PullMaxMessages(min(sl.Records+1, 1000)))
+		it, err := cons.Messages(natsjs.PullMaxMessages(min(sl.Records+1, 1000)),
+			// A lost pull is noticed after two missed heartbeats, not 30 s.
+			natsjs.PullHeartbeat(2*time.Second))
 		if err != nil {
 			return nil, nil, fmt.Errorf("jetstream: read staging of %s: %w", txn, err)
 		}

@@ -234,9 +234,13 @@ func (s *Source) start(ctx context.Context, st natsjs.Stream, p int) error {
 		cfg.DeliverPolicy = natsjs.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = last + 1
 	}
-	rctx, cancel := request(ctx)
-	cons, err := st.OrderedConsumer(rctx, cfg)
-	cancel()
+	// The create may meet a leader election: retry it like every request.
+	var cons natsjs.Consumer
+	err := retry(ctx, func(rctx context.Context) error {
+		var err error
+		cons, err = st.OrderedConsumer(rctx, cfg)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("jetstream: consumer of partition %d: %w", p, err)
 	}
