@@ -50,6 +50,7 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 	}
 	s.epoch, s.writerETag, s.fenced = epoch, etag, false
+	s.job = nil
 	clear(s.recordETag)
 	// Claim the pointers only after _writer is ours: a writer that took
 	// an epoch after us will claim them with a greater one, and we must

@@ -162,6 +162,15 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 			return fmt.Errorf("blobstorage: save %q: not newer than the latest checkpoint %q (ids sort in creation order)", id, latest.ID)
 		}
 	}
+	job, err := s.jobToSaveLocked(ctx, data)
+	if err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
+	}
+	if data.JobID != job {
+		stamped := *data
+		stamped.JobID = job
+		data = &stamped
+	}
 
 	// The owners assigned to workers come from their parts (parts.go),
 	// the others from the local disk.
@@ -218,7 +227,35 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
+	s.job = &jobOfStore{latest: id, job: job}
 	return nil
+}
+
+// jobOfStore is the job of the store's latest checkpoint, as this writer
+// last read or wrote it.
+type jobOfStore struct {
+	latest string // "": the store holds no checkpoint
+	job    string
+}
+
+// jobToSaveLocked returns the job id the record of data is saved under
+// (checkpoint.JobToSave), reading the latest record once per epoch.
+func (s *Storage) jobToSaveLocked(ctx context.Context, data *checkpoint.CheckpointData) (string, error) {
+	if s.job == nil {
+		rec, err := s.pointerRecord(ctx, keyLatest)
+		if err != nil {
+			return "", err
+		}
+		s.job = &jobOfStore{}
+		if rec != nil {
+			s.job = &jobOfStore{latest: rec.ID, job: rec.JobID}
+		}
+	}
+	var latest *checkpoint.CheckpointData
+	if s.job.latest != "" {
+		latest = &checkpoint.CheckpointData{ID: s.job.latest, JobID: s.job.job}
+	}
+	return checkpoint.JobToSave(data, latest)
 }
 
 // writeRecordLocked writes rec: create-if-absent for an id this writer

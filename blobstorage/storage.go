@@ -201,6 +201,9 @@ type Storage struct {
 	// remoteKnown maps remote objects a Save checked to the epoch they
 	// were known to exist in (GC forgets what it deletes); nil until then.
 	remoteKnown map[string]uint64
+	// job is the job of the latest checkpoint (Save); nil until read,
+	// again after Acquire.
+	job *jobOfStore
 
 	cache fileCache
 }

@@ -147,6 +147,17 @@ func ListSavepoints(ctx context.Context, bs Blobstore) ([]string, error) {
 // replaces one: use a label per deploy, and delete old ones with
 // DeleteSavepoint (`tidemark savepoint rm`).
 func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label string) (string, error) {
+	return RestoreSavepointWith(ctx, dst, bs, label, RestoreOptions{})
+}
+
+// RestoreSavepointWith is RestoreSavepoint with options: a savepoint of
+// another job than the checkpoints dst holds is refused before anything
+// is written (a *JobMismatch wrapping ErrOtherJob) unless opts.NewJob
+// (see ExtractCheckpointWith). Taking the writer role of a
+// blobstorage.Storage writes to the store: to refuse with the store
+// unchanged, call CheckJob on the savepoint's record (SavepointRecord)
+// before Acquire.
+func RestoreSavepointWith(ctx context.Context, dst Storage, bs Blobstore, label string, opts RestoreOptions) (string, error) {
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint: %w", err)
 	}
@@ -155,7 +166,7 @@ func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label stri
 		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, missingSavepoint(err))
 	}
 	defer rc.Close()
-	id, err := ExtractCheckpoint(ctx, dst, rc)
+	id, err := ExtractCheckpointWith(ctx, dst, rc, opts)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, err)
 	}
@@ -295,4 +306,29 @@ func missingSavepoint(err error) error {
 		return fmt.Errorf("no such savepoint in the store: %w", ErrBlobNotFound)
 	}
 	return err
+}
+
+// SavepointRecord returns the checkpoint record the named savepoint holds
+// (its manifest's), reading no further than the manifest: for CheckJob,
+// and for a tool that says what a savepoint is before restoring it. A
+// record that does not decode wraps archive.ErrCorrupt.
+func SavepointRecord(ctx context.Context, bs Blobstore, label string) (*CheckpointData, error) {
+	if err := ValidateLabel(label); err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint record: %w", err)
+	}
+	rc, err := bs.Get(ctx, SavepointKey(label))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint %q: %w", label, missingSavepoint(err))
+	}
+	defer rc.Close()
+	ar, err := archive.NewReader(ctx, rc, archive.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint %q: %w", label, err)
+	}
+	defer ar.Close()
+	cp, err := DecodeRecord(ar.Manifest().Record)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint %q: %w: %w", label, archive.ErrCorrupt, err)
+	}
+	return cp, nil
 }
