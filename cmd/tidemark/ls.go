@@ -24,7 +24,10 @@ type checkpointInfo struct {
 	Timestamp time.Time         `json:"timestamp"`
 	Age       string            `json:"age"`
 	Epoch     uint64            `json:"epoch"`
-	Files     int               `json:"files"`
+	// Job is the id of the job the checkpoint belongs to ("" for a
+	// record from before job ids).
+	Job   string `json:"job,omitempty"`
+	Files int    `json:"files"`
 	// Size is the checkpoint's total state size; New is the part first
 	// uploaded by this checkpoint (the rest is shared with older ones).
 	Size int64 `json:"size"`
@@ -87,7 +90,7 @@ func (e summaryError) Unwrap() error { return e.err }
 
 // summarize summarizes rec, the record of id.
 func summarize(id string, rec *blobstorage.Record, now time.Time) checkpointInfo {
-	ci := checkpointInfo{ID: id, Status: rec.Status, Timestamp: rec.Timestamp, Epoch: rec.Epoch}
+	ci := checkpointInfo{ID: id, Status: rec.Status, Timestamp: rec.Timestamp, Epoch: rec.Epoch, Job: rec.JobID}
 	if ci.Status == "" {
 		ci.Status = checkpoint.StatusCompleted
 	}
