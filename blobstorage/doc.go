@@ -18,6 +18,7 @@
 //	_latest, _latest-completed                         pointers {"id", "epoch"}, moved by CAS
 //	_writer                                            writer epoch {"epoch", "writer", "since"}
 //	_tidemark                                          the store's identity mark {"format", "created"}
+//	_replication                                       a replica's status, written by its Replicator
 //	pins/<id>/<nonce>                                  restore pins
 //	savepoints/<label>                                 savepoints (checkpoint.SavepointPrefix)
 //

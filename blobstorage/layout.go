@@ -22,6 +22,7 @@ const (
 	keyLatestCompleted = "_latest-completed"
 	keyWriter          = "_writer"
 	keyMark            = "_tidemark"
+	keyReplication     = "_replication" // a replica's status, written by its replicator
 )
 
 func recordKey(id string) string { return dirCheckpoints + id + "/" + recordName }
@@ -154,13 +155,14 @@ func introducedBy(key, owner, id string) bool {
 
 // KeyClasses lists every class KeyClass returns but "other", for metrics
 // that register their series up front.
-var KeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint"}
+var KeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint", "replication"}
 
 // KeyClass names the part of the layout a key belongs to, for metrics and
 // logs that count operations per kind of object: "record", "part" (a
 // worker's part document; its files are "private" or "shared"),
 // "private", "shared", "remote", "pointer", "writer", "mark", "pin",
-// "savepoint", or "other" for a key that is not Tidemark's.
+// "savepoint", "replication" (a replica's status), or "other" for a key
+// that is not Tidemark's.
 func KeyClass(key string) string {
 	switch {
 	case key == dirCheckpoints:
@@ -171,6 +173,8 @@ func KeyClass(key string) string {
 		return "writer"
 	case key == keyMark:
 		return "mark"
+	case key == keyReplication:
+		return "replication"
 	case strings.HasPrefix(key, dirShared):
 		return "shared"
 	case strings.HasPrefix(key, dirRemote):

@@ -138,7 +138,7 @@ func JobToSave(d, latest *CheckpointData) (string, error) {
 		if err := ValidateJobID(d.JobID); err != nil {
 			return "", err
 		}
-		if latest != nil && latest.ID != d.ID && latest.JobID != "" && latest.JobID != d.JobID && !d.StartsJob() {
+		if latest != nil && latest.JobID != "" && latest.JobID != d.JobID && !d.StartsJob() {
 			return "", &JobMismatch{Checkpoint: d.ID, Job: d.JobID, Store: latest.JobID}
 		}
 		return d.JobID, nil
