@@ -322,7 +322,8 @@ func isReplicator(writer string) bool {
 // Run replicates until ctx ends or the Replicator is fenced (another
 // replicator, or a job failing over, took the replica's writer role):
 // Start, then a pass (Once) every Interval. A pass that fails for the
-// stores' sake (unreachable, throttled) is retried at the next poll; one
+// stores' sake (unreachable, throttled) is logged (ReplicateOptions.Logger,
+// at warning level) and retried at the next poll; one
 // that finds damage (archive.ErrCorrupt), another job or a fence ends
 // Run with its error. It returns nil when ctx ends.
 func (r *Replicator) Run(ctx context.Context) error {
@@ -335,6 +336,8 @@ func (r *Replicator) Run(ctx context.Context) error {
 			return nil
 		case err != nil && fatal(err):
 			return err
+		case err != nil:
+			r.dst.opts.Logger.Warn("replicate: pass failed; retrying at the next poll", "err", err)
 		}
 		select {
 		case <-ctx.Done():
