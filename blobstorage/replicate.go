@@ -36,6 +36,10 @@ const replicatorWriter = "replicator/"
 // (a GET each); a wider gap is listed.
 const probeRange = 256
 
+// errSourceDropped is a pass's error when the source's retention dropped
+// the checkpoint being copied: not fatal, the next pass copies a newer.
+var errSourceDropped = errors.New("checkpoint gone from the source")
+
 // ErrNotReplica is returned (wrapped) by Replicator.Start, before
 // anything is written, for a destination whose writer role was last
 // taken by something other than a Replicator (a job that failed over to
@@ -72,8 +76,9 @@ type ReplicateOptions struct {
 	Logger          *slog.Logger
 }
 
-// ReplicationObserver hears what a Replicator does. Calls come from the
-// goroutine running it, one at a time.
+// ReplicationObserver hears what a Replicator does. Behind may be called
+// from Run's watcher goroutine while a pass runs: implementations are
+// safe for concurrent use.
 type ReplicationObserver interface {
 	// Behind is called at every poll with the time the source completed
 	// the oldest of its checkpoints newer than the replica's latest
@@ -260,6 +265,33 @@ func (r *Replicator) setBehind(since time.Time) {
 	r.obs.Behind(since)
 }
 
+func (r *Replicator) behindSince() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.behind
+}
+
+func (r *Replicator) lastCopied() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// noteBehind records that the replica, whose latest checkpoint was last,
+// lacks a checkpoint the source completed at since, unless the replica
+// has moved on meanwhile or has lacked one since earlier (the source's
+// GC may have dropped that older one since).
+func (r *Replicator) noteBehind(last string, since time.Time) {
+	r.mu.Lock()
+	if r.last != last || (!r.behind.IsZero() && r.behind.Before(since)) {
+		r.mu.Unlock()
+		return
+	}
+	r.behind = since
+	r.mu.Unlock()
+	r.obs.Behind(since)
+}
+
 // Start checks the replica, reading only, and then takes its writer
 // role: it refuses, writing nothing, a replica whose last writer was not
 // a replicator (ErrNotReplica) and one holding the checkpoints of
@@ -327,6 +359,16 @@ func isReplicator(writer string) bool {
 // that finds damage (archive.ErrCorrupt), another job or a fence ends
 // Run with its error. It returns nil when ctx ends.
 func (r *Replicator) Run(ctx context.Context) error {
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		r.watch(wctx)
+	}()
+	defer func() { stop(); <-watched }()
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
 	for {
@@ -344,6 +386,33 @@ func (r *Replicator) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// watch keeps the recovery point current while a pass is held up (the
+// replica unreachable, a long copy): every Interval it reads the
+// source's latest completed checkpoint and, if the replica lacks it and
+// no lag is known, finds when the source completed the oldest
+// checkpoint the replica lacks.
+func (r *Replicator) watch(ctx context.Context) {
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		last := r.lastCopied()
+		srcID, err := r.src.PointerID(ctx, PointerLatestCompleted)
+		if err != nil || srcID == "" || srcID <= last || !r.behindSince().IsZero() {
+			continue // unreadable (the pass will say), caught up, or known
+		}
+		cands, err := r.candidates(ctx, last, srcID, true)
+		if err != nil || len(cands) == 0 {
+			continue
+		}
+		r.noteBehind(last, cands[0].completed)
 	}
 }
 
@@ -388,14 +457,18 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 		}
 		return pass, err
 	}
-	cands, err := r.candidates(ctx, srcID)
+	cands, err := r.candidates(ctx, r.last, srcID, false)
 	if err != nil {
 		return pass, err
 	}
 	if len(cands) == 0 {
 		return pass, nil // the source's pointer moved on meanwhile: next poll
 	}
-	r.noteBehind(ctx, cands[0].completed)
+	r.noteBehind(r.last, cands[0].completed)
+	if since := r.behindSince(); !since.Equal(r.status.BehindSince) {
+		r.status.BehindSince = since
+		_ = r.writeStatus(ctx) // diagnostics: the next write repairs a failed one
+	}
 	keep := r.dst.opts.Keep
 	for i, c := range cands {
 		if len(cands)-i > keep {
@@ -430,23 +503,6 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 	return pass, nil
 }
 
-// noteBehind records that the replica lacks a checkpoint the source
-// completed at since, unless it has lacked one since earlier (the
-// source's GC may have dropped that older one meanwhile).
-func (r *Replicator) noteBehind(ctx context.Context, since time.Time) {
-	r.mu.Lock()
-	earlier := !r.behind.IsZero() && r.behind.Before(since)
-	r.mu.Unlock()
-	if earlier {
-		since = r.behind
-	}
-	r.setBehind(since)
-	if !since.Equal(r.status.BehindSince) {
-		r.status.BehindSince = since
-		_ = r.writeStatus(ctx) // diagnostics: the next write repairs a failed one
-	}
-}
-
 // sourceCheckpoint is a completed checkpoint of the source to copy.
 type sourceCheckpoint struct {
 	rec       *Record
@@ -454,18 +510,19 @@ type sourceCheckpoint struct {
 	completed time.Time // its record's modification time there
 }
 
-// candidates returns the source's completed checkpoints newer than the
-// replica's latest, up to upto, ascending. Ids of NewID's form within
-// probeRange are read one by one; a wider gap is listed.
-func (r *Replicator) candidates(ctx context.Context, upto string) ([]sourceCheckpoint, error) {
+// candidates returns the source's completed checkpoints newer than last
+// (the replica's latest), up to upto, ascending; with first, only the
+// oldest. Ids of NewID's form within probeRange are read one by one; a
+// wider gap is listed.
+func (r *Replicator) candidates(ctx context.Context, last, upto string, first bool) ([]sourceCheckpoint, error) {
 	var ids []string
-	first, err1 := checkpoint.ParseID(upto)
+	top, err1 := checkpoint.ParseID(upto)
 	from, err2 := uint64(0), error(nil)
-	if r.last != "" {
-		from, err2 = checkpoint.ParseID(r.last)
+	if last != "" {
+		from, err2 = checkpoint.ParseID(last)
 	}
-	if err1 == nil && err2 == nil && first-from <= probeRange {
-		for seq := from + 1; seq <= first; seq++ {
+	if err1 == nil && err2 == nil && top-from <= probeRange {
+		for seq := from + 1; seq <= top; seq++ {
 			ids = append(ids, checkpoint.NewID(seq))
 		}
 	} else {
@@ -474,7 +531,7 @@ func (r *Replicator) candidates(ctx context.Context, upto string) ([]sourceCheck
 			return nil, fmt.Errorf("blobstorage: replicate: the source: %w", err)
 		}
 		for _, id := range all {
-			if id > r.last && id <= upto {
+			if id > last && id <= upto {
 				ids = append(ids, id)
 			}
 		}
@@ -507,6 +564,9 @@ func (r *Replicator) candidates(ctx context.Context, upto string) ([]sourceCheck
 			continue
 		}
 		out = append(out, sourceCheckpoint{rec: rec, raw: raw, completed: info.ModTime})
+		if first {
+			break
+		}
 	}
 	return out, nil
 }
@@ -538,7 +598,14 @@ func (r *Replicator) copyCheckpoint(ctx context.Context, c sourceCheckpoint) (st
 	if err != nil {
 		return st, err
 	}
-	if err := r.copyObjects(ctx, rec, &st); err != nil {
+	if err := r.copyObjects(ctx, rec, &st); errors.Is(err, blobstore.ErrNotFound) {
+		// Dropped by the source's GC while the replica lagged (its
+		// record is gone), or damage (the record names a missing object).
+		if ok, xerr := r.src.bs.Exists(ctx, recordKey(rec.ID)); xerr == nil && !ok {
+			return st, fmt.Errorf("%w: the source dropped it (its retention) while it was copied; a newer one is copied next", errSourceDropped)
+		}
+		return st, fmt.Errorf("%w: %w", archive.ErrCorrupt, err)
+	} else if err != nil {
 		return st, err
 	}
 	if err := r.putRecord(ctx, c); err != nil {
@@ -553,7 +620,9 @@ func (r *Replicator) copyCheckpoint(ctx context.Context, c sourceCheckpoint) (st
 		return st, err
 	}
 	r.dst.job = &jobOfStore{latest: rec.ID, job: rec.JobID}
+	r.mu.Lock()
 	r.last, r.job = rec.ID, rec.JobID
+	r.mu.Unlock()
 	return st, nil
 }
 
@@ -599,7 +668,7 @@ func (r *Replicator) copyObjects(ctx context.Context, rec *Record, st *Replicati
 func (r *Replicator) copyObject(ctx context.Context, f FileRef) error {
 	rc, err := r.src.files.Get(blobstore.WithContentVerified(ctx), f.Key)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return fmt.Errorf("%w: missing in the source (dropped by its GC meanwhile, or never uploaded): %w", archive.ErrCorrupt, err)
+		return fmt.Errorf("missing in the source: %w", err)
 	}
 	if err != nil {
 		return err

@@ -607,3 +607,179 @@ func TestReplicateCopiesPartsAndRemoteObjects(t *testing.T) {
 		t.Fatalf("remote object in the replica = %q", got)
 	}
 }
+
+// stallStore is the replica over a link that stalls: once stall is set,
+// every call waits until it is cleared (or its context ends).
+type stallStore struct {
+	blobstore.Blobstore
+	mu      sync.Mutex
+	stalled chan struct{} // nil: flowing
+	after   string        // stall once this key was written naming afterID
+	afterID string
+}
+
+func (s *stallStore) gate(ctx context.Context) error {
+	s.mu.Lock()
+	ch := s.stalled
+	s.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *stallStore) wrote(key string, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key == s.after && s.stalled == nil && bytes.Contains(body, []byte(s.afterID)) {
+		s.stalled = make(chan struct{})
+	}
+}
+
+func (s *stallStore) flow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stalled != nil {
+		close(s.stalled)
+		s.stalled, s.after = nil, ""
+	}
+}
+
+func (s *stallStore) PutIfMatch(ctx context.Context, key, match string, r io.Reader) (string, error) {
+	if err := s.gate(ctx); err != nil {
+		return "", err
+	}
+	b, _ := io.ReadAll(r)
+	etag, err := s.Blobstore.PutIfMatch(ctx, key, match, bytes.NewReader(b))
+	if err == nil {
+		s.wrote(key, b)
+	}
+	return etag, err
+}
+
+func (s *stallStore) Put(ctx context.Context, key string, r io.Reader) error {
+	if err := s.gate(ctx); err != nil {
+		return err
+	}
+	return s.Blobstore.Put(ctx, key, r)
+}
+
+func (s *stallStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
+	if err := s.gate(ctx); err != nil {
+		return "", err
+	}
+	return s.Blobstore.PutIfAbsent(ctx, key, r)
+}
+
+func (s *stallStore) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	if err := s.gate(ctx); err != nil {
+		return blobstore.ObjectInfo{}, err
+	}
+	return s.Blobstore.Stat(ctx, key)
+}
+
+func (s *stallStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := s.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.Blobstore.Get(ctx, key)
+}
+
+func (s *stallStore) Unwrap() blobstore.Blobstore { return s.Blobstore }
+
+// The link stalls right after the replica's pointer moved, so the pass
+// hangs in its last steps and polls no more: the recovery point still
+// grows once the source completes another checkpoint (Run's watcher
+// reads the source alone), and falls to 0 once the link flows again.
+func TestReplicateRecoveryPointGrowsWhileAPassHangs(t *testing.T) {
+	ctx := t.Context()
+	src, mem := newMem(), newMem()
+	dst := &stallStore{Blobstore: mem}
+	j := newJob(t, src)
+	first := j.checkpoint()
+	r := NewReplicator(src, dst, ReplicateOptions{Interval: 10 * time.Millisecond})
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dst.mu.Lock()
+	dst.after, dst.afterID = keyLatestCompleted, `"id": "`+first+`"`
+	dst.mu.Unlock()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	waitUntil(t, "the first checkpoint copied", func() bool {
+		id, _ := New(mem, "", Options{}).PointerID(ctx, PointerLatestCompleted)
+		return id == first
+	})
+	second := j.checkpoint()
+	waitUntil(t, "a recovery point while the pass hangs", func() bool { return r.RecoveryPoint(time.Now()) > 0 })
+	dst.flow()
+	waitUntil(t, "the replica to catch up", func() bool {
+		id, _ := New(mem, "", Options{}).PointerID(ctx, PointerLatestCompleted)
+		return id == second && r.RecoveryPoint(time.Now()) == 0
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A checkpoint the source's retention drops while it is being copied
+// (the replica lagged) is no damage: the pass fails, Run goes on, and the
+// next pass copies a newer one.
+func TestReplicateSkipsACheckpointTheSourceDroppedMidCopy(t *testing.T) {
+	ctx := t.Context()
+	src, dst := newMem(), newMem()
+	j := newJob(t, src)
+	j.checkpoint()
+	r := NewReplicator(src, &dropping{Blobstore: dst, src: src, t: t}, ReplicateOptions{})
+	second := j.checkpoint()
+	_, err := r.Once(ctx)
+	if err == nil || fatal(err) || !errors.Is(err, errSourceDropped) {
+		t.Fatalf("a pass over a dropped checkpoint = %v, want errSourceDropped (not fatal)", err)
+	}
+	third := j.checkpoint()
+	if _, err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replicaHolds(t, src, dst, third)
+	_ = second
+}
+
+// dropping deletes, at the replica's first object write, the source's
+// checkpoint 2, as the source's GC would.
+type dropping struct {
+	blobstore.Blobstore
+	src  blobstore.Blobstore
+	t    *testing.T
+	once sync.Once
+}
+
+func (d *dropping) Put(ctx context.Context, key string, r io.Reader) error {
+	d.once.Do(func() {
+		// Its record and private files: its tables are shared with
+		// the checkpoints after it, which GC keeps.
+		for _, k := range blobstoretest.ListKeys(d.t, d.src, dirCheckpoints+checkpoint.NewID(2)+"/") {
+			_ = d.src.Delete(ctx, k)
+		}
+	})
+	return d.Blobstore.Put(ctx, key, r)
+}
+
+func (d *dropping) Unwrap() blobstore.Blobstore { return d.Blobstore }

@@ -13,5 +13,9 @@ func TestMain(m *testing.M) {
 		// test run.
 		os.Exit(instantChild())
 	}
+	if os.Getenv(replicateChildEnv) != "" {
+		// A replicator process the drills kill (replication_test.go).
+		os.Exit(replicateChild())
+	}
 	os.Exit(miniotest.Main(m))
 }
