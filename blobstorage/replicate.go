@@ -444,6 +444,17 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 		return ReplicationPass{}, err
 	}
 	pass := ReplicationPass{Replica: r.last}
+	// One HEAD of the replica's _writer a poll: a Replicator fenced by a
+	// job that failed over stops even while the source is gone. A
+	// replica out of reach fails the pass only once the recovery point
+	// is known.
+	werr := r.dst.CheckWriter(ctx)
+	if errors.Is(werr, checkpoint.ErrFenced) {
+		return pass, fmt.Errorf("blobstorage: replicate: %w", werr)
+	}
+	if werr != nil {
+		werr = fmt.Errorf("blobstorage: replicate: the replica: %w", werr)
+	}
 	srcID, err := r.src.PointerID(ctx, PointerLatestCompleted)
 	if err != nil {
 		return pass, fmt.Errorf("blobstorage: replicate: the source: %w", err)
@@ -451,6 +462,9 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 	pass.Source = srcID
 	if srcID == "" || srcID <= r.last {
 		r.setBehind(time.Time{})
+		if werr != nil {
+			return pass, werr
+		}
 		if !r.status.BehindSince.IsZero() || r.now().Sub(r.status.Updated) >= time.Minute {
 			r.status.BehindSince = time.Time{}
 			err = r.writeStatus(ctx)
@@ -462,9 +476,12 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 		return pass, err
 	}
 	if len(cands) == 0 {
-		return pass, nil // the source's pointer moved on meanwhile: next poll
+		return pass, werr // the source's pointer moved on meanwhile: next poll
 	}
 	r.noteBehind(r.last, cands[0].completed)
+	if werr != nil {
+		return pass, werr
+	}
 	if since := r.behindSince(); !since.Equal(r.status.BehindSince) {
 		r.status.BehindSince = since
 		_ = r.writeStatus(ctx) // diagnostics: the next write repairs a failed one
