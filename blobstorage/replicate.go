@@ -23,9 +23,16 @@ import (
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
-// DefaultReplicateInterval is how often a Replicator polls the source's
-// latest completed checkpoint by default (ReplicateOptions.Interval).
-const DefaultReplicateInterval = 500 * time.Millisecond
+// Defaults of ReplicateOptions.
+const (
+	// DefaultReplicateInterval is how often a Replicator polls the
+	// source's latest completed checkpoint (ReplicateOptions.Interval).
+	DefaultReplicateInterval = 500 * time.Millisecond
+	// DefaultReplicateGCEvery is how many checkpoints a Replicator
+	// copies between two collections of the replica, as the job runtime
+	// collects its store every 5 checkpoints.
+	DefaultReplicateGCEvery = 5
+)
 
 // replicatorWriter starts the writer name (in _writer) of a Replicator:
 // a replica whose last writer was not one has been written to by a job
@@ -52,10 +59,13 @@ type ReplicateOptions struct {
 	// Interval is how often Run polls the source's latest completed
 	// checkpoint. Default: DefaultReplicateInterval.
 	Interval time.Duration
-	// Keep is the number of completed checkpoints the replica retains
-	// (GC after every pass that copied one): set it to the job's
-	// Options.Keep. Default: DefaultKeep.
+	// Keep is the number of completed checkpoints the replica retains:
+	// set it to the job's Options.Keep. Default: DefaultKeep.
 	Keep int
+	// GCEvery runs the replica's GC after every GCEvery checkpoints
+	// copied (a GC lists the replica and reads every record: not worth
+	// it after every copy). Default: DefaultReplicateGCEvery.
+	GCEvery int
 	// Grace, Concurrency and PinTTL are the replica Storage's
 	// (see Options). Defaults as there.
 	Grace       time.Duration
@@ -194,11 +204,12 @@ func ReadReplicationStatus(ctx context.Context, bs blobstore.Blobstore) (*Replic
 //
 // The recovery point at time t is t - T, where T is when the source
 // completed the oldest of its checkpoints newer than the replica's
-// latest completed one (the modification time of its record in the
-// source store, on that store's clock), and 0 when the replica holds the
-// source's latest completed checkpoint: how long the replica has lacked
-// a checkpoint the source had. Losing the source at t loses at most the
-// work of that span plus one checkpoint interval.
+// latest completed one (Record.CompletedAt, on the source writer's
+// clock; for older records the modification time of the record in the
+// source store), and 0 when the replica holds the source's latest
+// completed checkpoint: how long the replica has lacked a checkpoint the
+// source had. Losing the source at t loses at most the work of that span
+// plus one checkpoint interval.
 type Replicator struct {
 	src, dst *Storage
 	opts     ReplicateOptions
@@ -211,6 +222,7 @@ type Replicator struct {
 	job     string           // its job
 	status  ReplicationStatus
 	etag    string // of the status we last wrote
+	unswept int    // checkpoints copied since the replica's last GC
 
 	mu     sync.Mutex
 	behind time.Time // see RecoveryPoint
@@ -222,6 +234,9 @@ type Replicator struct {
 func NewReplicator(src, dst blobstore.Blobstore, opts ReplicateOptions) *Replicator {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultReplicateInterval
+	}
+	if opts.GCEvery <= 0 {
+		opts.GCEvery = DefaultReplicateGCEvery
 	}
 	if opts.Name == "" {
 		host, _ := os.Hostname()
@@ -438,7 +453,8 @@ type ReplicationPass struct {
 // Once runs one pass: it reads the source's latest completed checkpoint
 // and, if the replica lacks it, copies the newest Keep of the source's
 // completed checkpoints newer than the replica's latest, oldest first,
-// each data first, then record, then pointers; then GC on the replica.
+// each data first, then record, then pointers; then, every GCEvery
+// checkpoints copied, GC on the replica.
 func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 	if err := r.Start(ctx); err != nil {
 		return ReplicationPass{}, err
@@ -498,6 +514,7 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 			return pass, err
 		}
 		pass.Replica = c.rec.ID
+		r.unswept++
 		next := time.Time{}
 		if i+1 < len(cands) {
 			next = cands[i+1].completed
@@ -509,10 +526,14 @@ func (r *Replicator) Once(ctx context.Context) (ReplicationPass, error) {
 			return pass, err
 		}
 	}
+	if r.unswept < r.opts.GCEvery {
+		return pass, nil
+	}
 	rep, err := r.dst.GC(ctx, GCOptions{})
 	if err != nil {
 		return pass, fmt.Errorf("blobstorage: replicate: gc of the replica: %w", err)
 	}
+	r.unswept = 0
 	for _, d := range rep.Deletions {
 		delete(r.known, d.Key)
 	}
@@ -556,16 +577,9 @@ func (r *Replicator) candidates(ctx context.Context, last, upto string, first bo
 	var out []sourceCheckpoint
 	for _, id := range ids {
 		key := recordKey(id)
-		info, err := r.src.bs.Stat(ctx, key)
-		if errors.Is(err, blobstore.ErrNotFound) {
-			continue // never saved, or dropped by the source's GC
-		}
-		if err != nil {
-			return nil, fmt.Errorf("blobstorage: replicate: the source: %w", err)
-		}
 		raw, err := r.src.getBytes(ctx, key)
 		if errors.Is(err, blobstore.ErrNotFound) {
-			continue
+			continue // never saved, or dropped by the source's GC
 		}
 		if err != nil {
 			return nil, fmt.Errorf("blobstorage: replicate: the source: %w", err)
@@ -580,7 +594,20 @@ func (r *Replicator) candidates(ctx context.Context, last, upto string, first bo
 		if !rec.Completed() {
 			continue
 		}
-		out = append(out, sourceCheckpoint{rec: rec, raw: raw, completed: info.ModTime})
+		completed := rec.CompletedAt
+		if completed.IsZero() {
+			// A record from before CompletedAt: its modification time,
+			// on the store's clock (to the second over HTTP).
+			info, err := r.src.bs.Stat(ctx, key)
+			if errors.Is(err, blobstore.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("blobstorage: replicate: the source: %w", err)
+			}
+			completed = info.ModTime
+		}
+		out = append(out, sourceCheckpoint{rec: rec, raw: raw, completed: completed})
 		if first {
 			break
 		}

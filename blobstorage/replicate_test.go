@@ -359,16 +359,16 @@ func TestReplicateCatchesUpAfterTheLinkIsCut(t *testing.T) {
 	src, mem := newMem(), newMem()
 	dst := newLinkStore(mem)
 	j := newJob(t, src)
-	r := NewReplicator(src, dst, ReplicateOptions{Keep: 2})
+	r := NewReplicator(src, dst, ReplicateOptions{Keep: 2, GCEvery: 1})
 	j.checkpoint()
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
 	dst.setCut(true)
 	missing := j.checkpoint()
-	info, err := src.Stat(ctx, recordKey(missing))
-	if err != nil {
-		t.Fatal(err)
+	rec, err := j.s.LoadRecord(ctx, missing)
+	if err != nil || rec.CompletedAt.IsZero() {
+		t.Fatalf("record of %s: completed at %v, %v", missing, rec.CompletedAt, err)
 	}
 	for range 4 {
 		j.checkpoint()
@@ -376,7 +376,7 @@ func TestReplicateCatchesUpAfterTheLinkIsCut(t *testing.T) {
 	if _, err := r.Once(ctx); !errors.Is(err, errLinkCut) {
 		t.Fatalf("a pass with the link cut = %v, want it to fail", err)
 	}
-	at := info.ModTime.Add(42 * time.Second)
+	at := rec.CompletedAt.Add(42 * time.Second)
 	if rp := r.RecoveryPoint(at); rp != 42*time.Second {
 		t.Fatalf("recovery point 42 s after the source completed %s = %v", missing, rp)
 	}

@@ -217,6 +217,9 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 			return fmt.Errorf("blobstorage: save %q: %w", id, err)
 		}
 	}
+	if rec.Completed() {
+		rec.CompletedAt = time.Now().UTC()
+	}
 	if err := s.writeRecordLocked(ctx, rec); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}

@@ -133,6 +133,11 @@ type Record struct {
 	// their state references (see UseRemote): owned by the checkpoint,
 	// not uploaded by it.
 	Remote map[string][]RemoteRef `json:"remote,omitempty"`
+	// CompletedAt is when the writer completed the checkpoint (wrote
+	// the record with a completed status), on its clock; zero for a
+	// prepared one and in records written before the field existed.
+	// A Replicator measures the recovery point from it.
+	CompletedAt time.Time `json:"completed_at,omitzero"`
 }
 
 // pointer is the content of _latest and _latest-completed. An empty
@@ -418,10 +423,11 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, err
 	}
 	var extra struct {
-		Epoch   uint64                 `json:"epoch"`
-		Files   map[string][]FileRef   `json:"files"`
-		Workers map[string]string      `json:"workers"`
-		Remote  map[string][]RemoteRef `json:"remote"`
+		Epoch       uint64                 `json:"epoch"`
+		Files       map[string][]FileRef   `json:"files"`
+		Workers     map[string]string      `json:"workers"`
+		Remote      map[string][]RemoteRef `json:"remote"`
+		CompletedAt time.Time              `json:"completed_at"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -432,7 +438,7 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateRemote(d, extra.Remote); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote}, nil
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote, CompletedAt: extra.CompletedAt}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no
@@ -598,6 +604,9 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 			return fmt.Errorf("blobstorage: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		rec.Status = status
+		if rec.Completed() && rec.CompletedAt.IsZero() {
+			rec.CompletedAt = time.Now().UTC()
+		}
 		newETag, err := s.bs.PutIfMatch(ctx, recordKey(id), etag, bytes.NewReader(encodeJSON(rec)))
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {
 			// Someone rewrote the record between our read and write:

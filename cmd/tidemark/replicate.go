@@ -19,7 +19,7 @@ func (a *app) replicateCmd() *cobra.Command {
 	var from, to, metricsAddr, name string
 	var once bool
 	var interval, grace time.Duration
-	var keep, concurrency int
+	var keep, concurrency, gcEvery int
 	cmd := &cobra.Command{
 		Use:   "replicate --from URL --to URL",
 		Short: "Copy every completed checkpoint of a job to a second store, continuously",
@@ -35,8 +35,8 @@ replicate takes the writer role of --to: a second replicate there fences the fir
 and a job started on --to (a failover) fences replicate and resumes from the latest
 checkpoint copied. It refuses, writing nothing, a --to whose writer role something
 other than a replicate took (a job may run there) and one holding the checkpoints
-of another job. Retention in --to keeps the newest --keep completed checkpoints:
-give it the job's.
+of another job. Retention in --to keeps the newest --keep completed checkpoints
+(collected every --gc-every copies): give it the job's.
 
 The recovery point is how long the replica has lacked a checkpoint --from completed
 (0 when it holds the latest): 'tidemark ls' on --to shows it, and --metrics-addr
@@ -56,6 +56,8 @@ serves it as tidemark_replication_recovery_point_seconds. See docs/replication.m
 				return usagef("replicate: --interval must be positive, not %v", interval)
 			case keep <= 0:
 				return usagef("replicate: --keep must be at least 1, not %d", keep)
+			case gcEvery <= 0:
+				return usagef("replicate: --gc-every must be at least 1, not %d", gcEvery)
 			case grace <= 0:
 				return usagef("replicate: --grace must be positive, not %v", grace)
 			}
@@ -94,7 +96,7 @@ serves it as tidemark_replication_recovery_point_seconds. See docs/replication.m
 				return err
 			}
 			opts := blobstorage.ReplicateOptions{
-				Interval: interval, Keep: keep, Grace: grace, Concurrency: concurrency,
+				Interval: interval, Keep: keep, GCEvery: gcEvery, Grace: grace, Concurrency: concurrency,
 				Name: name, Source: redactURL(from), Logger: a.logger,
 			}
 			if rm != nil {
@@ -132,6 +134,7 @@ serves it as tidemark_replication_recovery_point_seconds. See docs/replication.m
 	fl.BoolVar(&once, "once", false, "run one pass and exit")
 	fl.DurationVar(&interval, "interval", blobstorage.DefaultReplicateInterval, "how often to poll --from for a new completed checkpoint")
 	fl.IntVar(&keep, "keep", blobstorage.DefaultKeep, "completed checkpoints the replica retains (the job's --keep)")
+	fl.IntVar(&gcEvery, "gc-every", blobstorage.DefaultReplicateGCEvery, "collect the replica after every N checkpoints copied")
 	fl.DurationVar(&grace, "grace", blobstorage.DefaultGrace, "age before the replica's GC deletes what an interrupted copy left")
 	fl.IntVar(&concurrency, "concurrency", blobstorage.DefaultConcurrency, "objects copied in parallel")
 	fl.StringVar(&name, "name", "", "this replicator's name in the replica's status (default: host-pid)")
