@@ -28,8 +28,8 @@ every completed checkpoint is copied, each object checked against its record's
 size and SHA-256 on the way, then its record, then the pointers, so that the
 replica's latest completed checkpoint is always one a job can restore. Objects the
 replica holds already are not sent again: an interrupted replicate resumes where it
-stopped. It polls --from every --interval until stopped (SIGINT, SIGTERM); --once
-runs one pass.
+stopped. It polls --from every --interval until stopped by SIGINT or SIGTERM (exit
+0); --once runs one pass.
 
 replicate takes the writer role of --to: a second replicate there fences the first,
 and a job started on --to (a failover) fences replicate and resumes from the latest

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"maps"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -76,5 +79,44 @@ func TestReplicateUsage(t *testing.T) {
 		if _, errOut, code := tm(t, "", args...); code != exitUsage {
 			t.Errorf("tidemark %s: exit %d, want %d (%s)", strings.Join(args, " "), code, exitUsage, errOut)
 		}
+	}
+}
+
+// A running replicate serves every replication family the README
+// documents at --metrics-addr, with what it copied, and a SIGTERM stops
+// it with exit 0.
+func TestReplicateServesTheDocumentedMetrics(t *testing.T) {
+	storeA, storeB := ranDemo(t), fileURL(t.TempDir())
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancelCause(t.Context())
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"replicate", "--from", storeA, "--to", storeB, "--interval", "50ms", "--metrics-addr", addr},
+			env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }})
+	}()
+	body := scrapeUntil(t, addr, "a checkpoint copied", done, func(b string) bool {
+		return metricValue(b, "tidemark_replication_checkpoint_duration_seconds_count") >= 1
+	})
+	for _, name := range readmeFamilies(t) {
+		if strings.HasPrefix(name, "tidemark_replication_") && !strings.Contains(body, "\n"+name) && !strings.Contains(body, "# TYPE "+name+" ") {
+			t.Errorf("family %s (in the README) is not served", name)
+		}
+	}
+	wantPositive(t, body, "after a checkpoint copied",
+		"tidemark_replication_copied_bytes_total",
+		"tidemark_replication_copied_objects_total",
+		"tidemark_replication_last_source_completed_timestamp_seconds",
+		"tidemark_build_info",
+	)
+	if v := metricValue(body, "tidemark_replication_recovery_point_seconds"); v != 0 {
+		t.Errorf("recovery point %v once the finished job's checkpoint is copied, want 0", v)
+	}
+	stop(signalError{syscall.SIGTERM})
+	if code := <-done; code != exitOK {
+		t.Fatalf("replicate stopped by SIGTERM: exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "replicated ckpt-") {
+		t.Errorf("stdout %q does not say what was copied", out.String())
 	}
 }
