@@ -40,31 +40,42 @@ type archiveSource interface {
 // nobody proved. Owner ids must be single key segments and state paths
 // must stay inside src.StateDir(id).
 func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer) error {
+	m, open, err := archiveFiles(ctx, src, id)
+	if err != nil {
+		return err
+	}
+	if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
+		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+	}
+	return nil
+}
+
+// archiveFiles returns the manifest of checkpoint id's archive (see
+// ArchiveCheckpoint) and an OpenFunc serving its files, unchecked (the
+// archive writer or the savepoint area checks them as they stream).
+func archiveFiles(ctx context.Context, src Storage, id string) (*archive.Manifest, archive.OpenFunc, error) {
 	cp, err := src.LoadSpecific(ctx, id)
 	if err != nil {
-		return fmt.Errorf("checkpoint: archive: %w", err)
+		return nil, nil, fmt.Errorf("checkpoint: archive: %w", err)
 	}
 	if !cp.Completed() {
-		return fmt.Errorf("checkpoint: archive %q: status %q is not completed", id, cp.Status)
+		return nil, nil, fmt.Errorf("checkpoint: archive %q: status %q is not completed", id, cp.Status)
 	}
 	if err := ValidateStateDirs(cp.StateDirs); err != nil {
-		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+		return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 	}
 	rec, err := json.Marshal(cp)
 	if err != nil {
-		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+		return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 	}
 	m := &archive.Manifest{Version: archive.FormatVersion, Record: rec}
 	if as, ok := src.(archiveSource); ok { // BlobStorage: stream from the store, no local copy needed
 		files, open, err := as.ArchiveFiles(ctx, id)
 		if err != nil {
-			return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+			return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 		}
 		m.Files = files
-		if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
-			return fmt.Errorf("checkpoint: archive %q: %w", id, err)
-		}
-		return nil
+		return m, open, nil
 	}
 	openers := map[string]archive.OpenFunc{}
 	owners := slices.Sorted(maps.Keys(cp.StateDirs))
@@ -73,7 +84,7 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 		prefix := archive.StatePrefix + owner
 		files, err := archive.DirFiles(ctx, dir, prefix)
 		if err != nil {
-			return fmt.Errorf("checkpoint: archive %q: owner %q: %w", id, owner, err)
+			return nil, nil, fmt.Errorf("checkpoint: archive %q: owner %q: %w", id, owner, err)
 		}
 		m.Files = append(m.Files, files...)
 		openers[owner] = archive.DirOpener(dir, prefix)
@@ -86,10 +97,7 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 		}
 		return o(ctx, p)
 	}
-	if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
-		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
-	}
-	return nil
+	return m, open, nil
 }
 
 // ExtractCheckpoint reads an archive produced by ArchiveCheckpoint and
