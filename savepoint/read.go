@@ -137,11 +137,27 @@ func (sp *Savepoint) WriteArchive(ctx context.Context, w io.Writer) error {
 }
 
 // Archive returns WriteArchive's stream as a reader (through a pipe): an
-// error of the writer is the reader's error.
+// error of the writer is the reader's error. Closing it stops the writer
+// and waits for it.
 func (sp *Savepoint) Archive(ctx context.Context) io.ReadCloser {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(sp.WriteArchive(ctx, pw)) }()
-	return pr
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(sp.WriteArchive(ctx, pw))
+	}()
+	return &pipeReader{pr, done}
+}
+
+type pipeReader struct {
+	*io.PipeReader
+	done chan struct{}
+}
+
+func (p *pipeReader) Close() error {
+	p.PipeReader.Close()
+	<-p.done
+	return nil
 }
 
 // Verify reads the whole savepoint and checks it: an archive to its end
