@@ -187,15 +187,7 @@ func (sp *Savepoint) Verify(ctx context.Context) (*archive.Manifest, error) {
 }
 
 func (sp *Savepoint) verifyFile(ctx context.Context, f archive.File) error {
-	rc, err := sp.OpenFile(ctx, f.Path)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	if _, err := io.Copy(io.Discard, newVerifier(rc, f)); err != nil {
-		if errors.Is(err, archive.ErrCorrupt) {
-			err = fmt.Errorf("content object %s: %w", ContentKey(f.SHA256), err)
-		}
+	if _, err := checkContent(ctx, sp.bs, f); err != nil {
 		return fmt.Errorf("savepoint %s: %w", sp.Label, err)
 	}
 	return nil
