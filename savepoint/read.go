@@ -108,7 +108,7 @@ func (sp *Savepoint) OpenFile(ctx context.Context, path string) (io.ReadCloser, 
 	rc, err := sp.bs.Get(ctx, ContentKey(f.SHA256))
 	if err != nil {
 		if errors.Is(err, blobstore.ErrNotFound) {
-			err = fmt.Errorf("%w: %s: content object %s is missing: %w", archive.ErrCorrupt, path, ContentKey(f.SHA256), err)
+			err = &DamageError{Key: ContentKey(f.SHA256), Path: path, Missing: true, Err: fmt.Errorf("%w: %w", archive.ErrCorrupt, err)}
 		}
 		return nil, fmt.Errorf("savepoint %s: %w", sp.Label, err)
 	}

@@ -112,20 +112,42 @@ func Scrub(ctx context.Context, bs blobstore.Blobstore, opts Options) ([]Verdict
 	return verdicts, nil
 }
 
+// DamageError is the error of a read that found a content object
+// damaged or missing (Savepoint.Verify, Scrub): it names the object and
+// the file it holds, and wraps archive.ErrCorrupt.
+type DamageError struct {
+	Key     string
+	Path    string
+	Missing bool
+	Err     error
+}
+
+func (e *DamageError) Error() string {
+	if e.Missing {
+		return fmt.Sprintf("content object %s (%s) is missing: %v", e.Key, e.Path, e.Err)
+	}
+	return fmt.Sprintf("content object %s: %v", e.Key, e.Err)
+}
+
+func (e *DamageError) Unwrap() error { return e.Err }
+
 // checkContent reads the content object of f and checks its size and
-// digest.
+// digest. Damage is a *DamageError.
 func checkContent(ctx context.Context, bs blobstore.Blobstore, f archive.File) (missing bool, err error) {
 	key := ContentKey(f.SHA256)
 	rc, err := bs.Get(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return true, fmt.Errorf("%w: content object %s (%s) is missing", archive.ErrCorrupt, key, f.Path)
+		return true, &DamageError{Key: key, Path: f.Path, Missing: true, Err: fmt.Errorf("%w: %w", archive.ErrCorrupt, err)}
 	}
 	if err != nil {
 		return false, err
 	}
 	defer rc.Close()
 	if _, err := io.Copy(io.Discard, newVerifier(rc, f)); err != nil {
-		return false, fmt.Errorf("content object %s: %w", key, err)
+		if isDamage(err) {
+			err = &DamageError{Key: key, Path: f.Path, Err: err}
+		}
+		return false, err
 	}
 	return false, nil
 }
