@@ -28,6 +28,13 @@ type archiveSource interface {
 	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
 }
 
+// knowingArchiveSource is an archiveSource that can take the digests of
+// the remote objects of state in remote mode from an earlier savepoint
+// instead of reading each to hash it (blobstorage.Storage).
+type knowingArchiveSource interface {
+	ArchiveFilesKnowing(ctx context.Context, id string, known func(key string, size int64) (string, bool)) ([]archive.File, archive.OpenFunc, error)
+}
+
 // ArchiveCheckpoint writes a self-contained archive (package archive) of
 // checkpoint id — its JSON record plus a real copy of every per-owner
 // state directory, as state/<owner>/… — to w. A blobstorage.Storage adds the
@@ -40,7 +47,7 @@ type archiveSource interface {
 // nobody proved. Owner ids must be single key segments and state paths
 // must stay inside src.StateDir(id).
 func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer) error {
-	m, open, err := archiveFiles(ctx, src, id)
+	m, open, err := archiveFiles(ctx, src, id, nil)
 	if err != nil {
 		return err
 	}
@@ -53,7 +60,8 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 // archiveFiles returns the manifest of checkpoint id's archive (see
 // ArchiveCheckpoint) and an OpenFunc serving its files, unchecked (the
 // archive writer or the savepoint area checks them as they stream).
-func archiveFiles(ctx context.Context, src Storage, id string) (*archive.Manifest, archive.OpenFunc, error) {
+// known, if not nil, gives remote objects' digests already known.
+func archiveFiles(ctx context.Context, src Storage, id string, known func(key string, size int64) (string, bool)) (*archive.Manifest, archive.OpenFunc, error) {
 	cp, err := src.LoadSpecific(ctx, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: archive: %w", err)
@@ -70,7 +78,14 @@ func archiveFiles(ctx context.Context, src Storage, id string) (*archive.Manifes
 	}
 	m := &archive.Manifest{Version: archive.FormatVersion, Record: rec}
 	if as, ok := src.(archiveSource); ok { // BlobStorage: stream from the store, no local copy needed
-		files, open, err := as.ArchiveFiles(ctx, id)
+		var files []archive.File
+		var open archive.OpenFunc
+		var err error
+		if ks, ok := src.(knowingArchiveSource); ok && known != nil {
+			files, open, err = ks.ArchiveFilesKnowing(ctx, id, known)
+		} else {
+			files, open, err = as.ArchiveFiles(ctx, id)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 		}

@@ -105,7 +105,17 @@ func createSavepoint(ctx context.Context, src Storage, bs Blobstore, label strin
 	if cp == nil {
 		return "", savepoint.Stats{}, fmt.Errorf("checkpoint: create savepoint %q: %w", label, ErrNoCompleted)
 	}
-	m, open, err := archiveFiles(ctx, src, cp.ID)
+	// Remote objects are immutable under names never reused: the digests
+	// the newest savepoint recorded spare reading them again to hash.
+	var known func(string, int64) (string, bool)
+	if _, ok := src.(knowingArchiveSource); ok {
+		k := savepoint.KnownDigests(ctx, bs, archive.RemotePrefix, opts)
+		known = func(key string, size int64) (string, bool) {
+			f, ok := k[key]
+			return f.SHA256, ok && f.Size == size
+		}
+	}
+	m, open, err := archiveFiles(ctx, src, cp.ID, known)
 	if err != nil {
 		return "", savepoint.Stats{}, fmt.Errorf("checkpoint: create savepoint %q: %w", label, err)
 	}
