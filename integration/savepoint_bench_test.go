@@ -94,10 +94,12 @@ func BenchmarkSavepointIncremental(b *testing.B) {
 		label = fmt.Sprintf("incr-%d", i)
 		b.StartTimer()
 		incrT += timed(func() error { _, err := checkpoint.CreateSavepoint(ctx, src, east, label); return err })
-		incr += eastUp.take()
+		up := eastUp.take()
 		cpT += timed(func() error { return checkpoint.CopySavepoint(ctx, east, west, label) })
-		cp += westUp.take()
-		b.Logf("round %d: %.1f MiB of keys and values overwritten (1 %% of the keys); the store held %s", i, float64(written)/(1<<20), prev)
+		sent := westUp.take()
+		incr, cp = incr+up, cp+sent
+		b.Logf("round %d: %.1f MiB of keys and values overwritten (1 %% of the keys); savepoint uploaded %.2f MiB, cp to the bucket holding %s sent %.2f MiB",
+			i, float64(written)/(1<<20), float64(up)/(1<<20), prev, float64(sent)/(1<<20))
 	}
 	n := float64(b.N)
 	mib := func(x int64) float64 { return float64(x) / (1 << 20) }
