@@ -220,10 +220,11 @@ func (r *ScrubReport) OK() bool {
 	return true
 }
 
-// Scrub checks a whole store and writes nothing: it reads every object
-// every record references (each once, however many records share it),
-// reads and checks every savepoint archive, and lists the orphans. The
-// error is for what is no verdict (the store fails, ctx ends).
+// Scrub checks a whole store and writes nothing but a savepoint lock
+// while it reads (savepoint.Scrub): it reads every object every record
+// references (each once, however many records share it), reads and
+// checks every savepoint, and lists the orphans. The error is for what
+// is no verdict (the store fails, ctx ends).
 func (s *Storage) Scrub(ctx context.Context) (*ScrubReport, error) {
 	var all []blobstore.ObjectInfo
 	for o, err := range s.bs.List(ctx, "") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"strings"
 	"sync/atomic"
@@ -227,4 +228,35 @@ func (l *listCounter) List(ctx context.Context, prefix string) iter.Seq2[blobsto
 		l.lists.Add(1)
 	}
 	return l.Blobstore.List(ctx, prefix)
+}
+
+func TestReadManifestReadsBothFormatsAndTakesNoLock(t *testing.T) {
+	forEachStore(t, func(t *testing.T, bs blobstore.Blobstore) {
+		f := state(3, 10, "a")
+		mustPut(t, bs, "new", f)
+		if err := bs.Put(t.Context(), savepoint.LabelKey("old"), bytes.NewReader(archiveOf(t, f))); err != nil {
+			t.Fatal(err)
+		}
+		ro := &noWrites{Blobstore: bs}
+		for label, format := range map[string]savepoint.Format{"new": savepoint.FormatManifest, "old": savepoint.FormatArchive} {
+			m, got, err := savepoint.ReadManifest(t.Context(), ro, label, savepoint.Options{})
+			if err != nil || got != format || len(m.Files) != 3 || m.Files[0] != f.manifest().Files[0] {
+				t.Fatalf("%s: %v, %v, %v", label, m, got, err)
+			}
+		}
+		if ro.writes.Load() != 0 {
+			t.Fatalf("%d writes", ro.writes.Load())
+		}
+	})
+}
+
+// noWrites counts the writes made through it.
+type noWrites struct {
+	blobstore.Blobstore
+	writes atomic.Int64
+}
+
+func (n *noWrites) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
+	n.writes.Add(1)
+	return n.Blobstore.PutIfAbsent(ctx, key, r)
 }

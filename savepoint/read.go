@@ -193,6 +193,28 @@ func (sp *Savepoint) verifyFile(ctx context.Context, f archive.File) error {
 	return nil
 }
 
+// ReadManifest returns the manifest of savepoint label of bs and its
+// format, reading no file and taking no lock: the manifest object's, or
+// the first entry of an archive. A missing savepoint wraps
+// blobstore.ErrNotFound.
+func ReadManifest(ctx context.Context, bs blobstore.Blobstore, label string, opts Options) (*archive.Manifest, Format, error) {
+	opts = opts.withDefaults()
+	sp, err := open(ctx, bs, label, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sp.Close()
+	if sp.Format == FormatManifest {
+		return sp.Manifest, FormatManifest, nil
+	}
+	ar, err := archive.NewReader(ctx, sp.body, opts.Limits)
+	if err != nil {
+		return nil, FormatArchive, fmt.Errorf("savepoint: %q: %w", label, err)
+	}
+	defer ar.Close()
+	return ar.Manifest(), FormatArchive, nil
+}
+
 // Info describes a savepoint without reading its files.
 type Info struct {
 	Label  string

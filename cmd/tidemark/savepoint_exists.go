@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/savepoint"
@@ -57,21 +56,9 @@ func existsError(ctx context.Context, bs blobstore.Blobstore, label, where strin
 // savepointCheckpointID returns the id of the checkpoint savepoint label
 // holds, read from its manifest, or "" if it cannot be read.
 func savepointCheckpointID(ctx context.Context, bs blobstore.Blobstore, label string) string {
-	sp, err := savepoint.Open(ctx, bs, label, savepoint.Options{})
+	m, _, err := savepoint.ReadManifest(ctx, bs, label, savepoint.Options{})
 	if err != nil {
 		return ""
-	}
-	defer sp.Close()
-	m := sp.Manifest
-	if sp.Format == savepoint.FormatArchive {
-		rc := sp.Archive(ctx)
-		defer rc.Close()
-		ar, err := archive.NewReader(ctx, rc, archive.Limits{})
-		if err != nil {
-			return ""
-		}
-		defer ar.Close()
-		m = ar.Manifest()
 	}
 	return manifestRecordID(m)
 }

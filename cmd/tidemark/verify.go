@@ -22,9 +22,11 @@ func (a *app) verifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify ID|LABEL",
 		Short: "Re-read a checkpoint or savepoint and check every digest",
-		Long: `verify reads every byte of a checkpoint's state files (or of a savepoint archive)
-from the store and checks each file's size and SHA-256 against the record (or the
-archive manifest). It writes nothing. Exit 3 when anything is missing or corrupt.
+		Long: `verify reads every byte of a checkpoint's state files (or of a savepoint: its
+archive, or its manifest and every content object) from the store and checks each
+file's size and SHA-256 against the record (or the savepoint's manifest). It writes
+nothing but, for a savepoint, its lock while it reads (so that savepoint rm does not
+delete what it reads). Exit 3 when anything is missing or corrupt.
 The argument is a checkpoint id (or "latest", "latest-completed") when the store has
 such a checkpoint, else a savepoint label; anything that can be neither is a usage
 error (exit 2). A latest or latest-completed pointer that is damaged or names a
