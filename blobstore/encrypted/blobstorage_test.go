@@ -125,7 +125,7 @@ func TestCheckpointThroughEncryptedStore(t *testing.T) {
 	classes := map[string]int{}
 	for _, key := range blobstoretest.ListKeys(t, base, "") {
 		class := blobstorage.KeyClass(key)
-		if c := savepoint.Class(key); class == "other" && c != "" {
+		if c := savepoint.Class(key); c == "content" || c == "lock" {
 			class = "savepoint " + c // the savepoint area (package savepoint's layout)
 		}
 		classes[class]++
