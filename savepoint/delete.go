@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 )
 
@@ -35,7 +36,10 @@ func Delete(ctx context.Context, bs blobstore.Blobstore, label string, opts Opti
 	opts = opts.withDefaults()
 	key := LabelKey(label)
 	info, err := Stat(ctx, bs, label)
-	if err != nil {
+	switch {
+	case errors.Is(err, archive.ErrCorrupt):
+		info.Format = FormatManifest // a damaged manifest is deleted like a whole one
+	case err != nil:
 		return DeleteStats{}, fmt.Errorf("savepoint: delete %q: %w", label, err)
 	}
 	if info.Format == FormatArchive {
@@ -54,7 +58,7 @@ func Delete(ctx context.Context, bs blobstore.Blobstore, label string, opts Opti
 	}
 	st, err := sweep(ctx, bs, l, opts)
 	if err != nil {
-		return st, fmt.Errorf("savepoint: delete %q: %w", label, err)
+		return st, fmt.Errorf("savepoint: delete %q: removed, but its content was not freed: %w", label, err)
 	}
 	return st, nil
 }
@@ -136,7 +140,7 @@ func referenced(ctx context.Context, bs blobstore.Blobstore, opts Options) (map[
 			continue
 		}
 		if err := addRefs(ctx, bs, o.Key, opts, refs); err != nil {
-			return nil, fmt.Errorf("read %s (nothing deleted while a manifest cannot be read): %w", o.Key, err)
+			return nil, fmt.Errorf("no content freed while manifest %s cannot be read: %w", o.Key, err)
 		}
 	}
 	return refs, nil

@@ -167,3 +167,19 @@ func TestDeleteBesideACreateThatSkippedPresentContent(t *testing.T) {
 		})
 	}
 }
+
+func TestADamagedManifestCanBeDeleted(t *testing.T) {
+	forEachStore(t, func(t *testing.T, bs blobstore.Blobstore) {
+		mustPut(t, bs, "a", state(2, 10, "a"))
+		if err := bs.Put(t.Context(), savepoint.LabelKey("a"), bytesReader([]byte(`{"format":"tidemark-savepoint-manifest","version":1,"files":"x"}`+"\n"))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := savepoint.Stat(t.Context(), bs, "a"); !errors.Is(err, archive.ErrCorrupt) {
+			t.Fatalf("Stat of the damaged manifest: %v", err)
+		}
+		st, err := savepoint.Delete(t.Context(), bs, "a", noGrace)
+		if err != nil || st.Objects != 2 {
+			t.Fatalf("Delete: %+v, %v; want it gone with its 2 objects", st, err)
+		}
+	})
+}
