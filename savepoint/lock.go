@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -162,7 +162,7 @@ func acquire(ctx context.Context, bs blobstore.Blobstore, k kind, op string, opt
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, strings.Join(holders, "; "))
 		}
-		d := min(backoff/2+rand.N(backoff), time.Until(deadline)+time.Millisecond)
+		d := min(backoff/2+jitter(backoff), time.Until(deadline)+time.Millisecond)
 		backoff = min(2*backoff, 2*time.Second)
 		select {
 		case <-ctx.Done():
@@ -309,6 +309,15 @@ func (l *lock) remove(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	_ = l.bs.Delete(ctx, l.key)
+}
+
+// jitter returns a random duration in [0, d). It draws from crypto/rand,
+// as nonce does, so that a test seeding that (the deterministic
+// simulation) replays the same waits.
+func jitter(d time.Duration) time.Duration {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(d))
 }
 
 func nonce() string {
