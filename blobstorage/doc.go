@@ -20,6 +20,7 @@
 //	_tidemark                                          the store's identity mark {"format", "created"}
 //	pins/<id>/<nonce>                                  restore pins
 //	savepoints/<label>                                 savepoints (checkpoint.SavepointPrefix)
+//	savepoint-data/…                                   their content and locks (package savepoint's layout)
 //
 // Private files carry the writer epoch so that a zombie reusing an id
 // never overwrites the new writer's bytes; shared files are named by the

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // The key layout (documented in doc.go). Every key is made and parsed in
@@ -177,8 +178,8 @@ func KeyClass(key string) string {
 		return "remote"
 	case strings.HasPrefix(key, dirPins):
 		return "pin"
-	case strings.HasPrefix(key, checkpoint.SavepointPrefix):
-		return "savepoint"
+	case strings.HasPrefix(key, checkpoint.SavepointPrefix), savepoint.Class(key) != "":
+		return "savepoint" // a label, or the savepoint area's content and locks
 	}
 	if _, isRecord, ok := checkpointOfKey(key); ok {
 		if isRecord {

@@ -13,5 +13,10 @@ func TestMain(m *testing.M) {
 		// test run.
 		os.Exit(instantChild())
 	}
+	if os.Getenv(copyChildEnv) != "" {
+		// A savepoint copy the test kills mid-way
+		// (savepoint_area_test.go).
+		os.Exit(copyChild())
+	}
 	os.Exit(miniotest.Main(m))
 }

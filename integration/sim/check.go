@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // checker watches every call's outcome for the invariants that hold at
@@ -138,7 +139,7 @@ func (c *checker) event(done int, ev Event) {
 		c.pins[ev.Key] = now
 	case ev.Op == "delete" && strings.HasPrefix(ev.Key, jobPfx+"/") && !strings.HasPrefix(ev.Key, pinsDir):
 		// Savepoints are the operator's, outside the writer role.
-		if e, fenced := c.fencedLocked(ev.Proc, ev.Fault.Issued); fenced && !strings.HasPrefix(ev.Key, jobPfx+"/savepoints/") {
+		if e, fenced := c.fencedLocked(ev.Proc, ev.Fault.Issued); fenced && !isSavepointKey(ev.Key) {
 			c.w.Violation("fenced writer %s (epoch %d) deleted %s", ev.Proc, e, ev.Key)
 		}
 		c.checkPinsLocked(ev, now)
@@ -284,7 +285,7 @@ func (c *checker) final(ctx context.Context) {
 		}
 	}
 	for _, k := range w.store.Keys(jobPfx + "/") {
-		if !want[k] && !strings.HasPrefix(k, jobPfx+"/savepoints/") {
+		if !want[k] && !isSavepointKey(k) {
 			w.Violation("orphan after the final GC: %s", k)
 		}
 	}
@@ -347,3 +348,11 @@ func (c *checker) exactlyOnce() {
 }
 
 func (c *checker) String() string { return fmt.Sprintf("checker(max epoch %d)", c.maxEpoch) }
+
+// isSavepointKey reports whether key (in the job's prefix) is a
+// savepoint's: its label or the savepoint area (package savepoint), the
+// operator's, outside the writer role and GC.
+func isSavepointKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, jobPfx+"/")
+	return ok && savepoint.Class(rest) != ""
+}
