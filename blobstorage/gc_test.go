@@ -316,20 +316,6 @@ func TestGCDryRunNeedsNoWriterRoleAndLeavesTheLiveWriterAlone(t *testing.T) {
 	}
 }
 
-func TestGCWithoutAcquireFailsWithErrNotWriterAndDeletesNothing(t *testing.T) {
-	bs := newMem()
-	compactingHistory(t, newWriter(t, bs, Options{Keep: 1}), 5)
-	before := storeETags(t, bs)
-	s := New(bs, "", Options{Keep: 1})
-	rep, err := s.GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
-	if !errors.Is(err, ErrNotWriter) {
-		t.Fatalf("GC without Acquire = %+v, %v; want ErrNotWriter", rep, err)
-	}
-	if after := storeETags(t, bs); !reflect.DeepEqual(after, before) {
-		t.Errorf("GC without the writer role changed the store")
-	}
-}
-
 func TestGCDryRunOfAFencedWriterStillReports(t *testing.T) {
 	bs := newMem()
 	old := newWriter(t, bs, Options{Keep: 1})

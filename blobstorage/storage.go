@@ -29,8 +29,8 @@ const (
 	DefaultPinTTL      = time.Hour
 )
 
-// ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC (other
-// than a dry run) of a Storage on which Acquire was never called.
+// ErrNotWriter is returned (wrapped) by Save and UpdateStatus of a
+// Storage on which Acquire was never called (GC needs no writer role).
 var ErrNotWriter = errors.New("not the writer: call Acquire first")
 
 // Options configure a Storage. The zero value is usable: every
@@ -186,8 +186,8 @@ type Storage struct {
 	localDir string
 	opts     Options
 
-	// mu serialises the writes (Acquire, Save, UpdateStatus, GC): GC must
-	// never delete a shared file that a concurrent Save decided to reuse.
+	// mu serialises the writes (Acquire, Save, UpdateStatus, GC): the
+	// writer's own GC never runs beside its own Save (see planGC).
 	mu         sync.Mutex
 	probed     bool              // the store's conditional writes were checked
 	epoch      uint64            // 0: Acquire not called

@@ -11,17 +11,25 @@ import (
 
 func (a *app) savepointRmCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "rm LABEL",
-		Short:   "Remove savepoint LABEL",
-		Long:    `rm deletes savepoints/LABEL. A label that does not exist is an error (exit 1).`,
+		Use:   "rm LABEL",
+		Short: "Remove savepoint LABEL",
+		Long: `rm deletes savepoints/LABEL. A label that does not exist is an error (exit 1).
+
+rm takes no writer role: it is safe beside a job running on the store. It refuses a
+prefix that is not a Tidemark store (see tidemark gc --help) and deletes nothing there.`,
 		Example: `  tidemark savepoint rm before-upgrade`,
 		Args:    labelArgs("LABEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label := args[0]
-			bs, _, err := a.openReader(ctx) // a missing directory is an error, not "no savepoint"
+			bs, s, err := a.openReader(ctx) // a missing directory is an error, not "no savepoint"
 			if err != nil {
 				return err
+			}
+			// A user's savepoints/ folder is not ours: refuse before deleting.
+			if err := s.CheckStore(ctx); err != nil {
+				u, _ := a.storeURL()
+				return fmt.Errorf("savepoint rm: %s: %w", redactURL(u), err)
 			}
 			ok, err := bs.Exists(ctx, checkpoint.SavepointKey(label))
 			if err != nil {
