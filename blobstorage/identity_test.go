@@ -121,6 +121,14 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 		pinKey(id, "00112233445566778899aabbccddeeff"):                 kindPin,
 		"savepoints/before-upgrade":                                    kindSavepoint,
 		"_tidemark_probe/00112233445566778899aabbccddeeff/object":      kindProbe,
+		// Every name s3store's probe writes under its nonce.
+		"_tidemark_probe/00112233445566778899aabbccddeeff/missing":         kindProbe,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/race-create-2":   kindProbe,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/race-swap":       kindProbe,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/delete":          kindProbe,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/checksum-crc32c": kindProbe,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/back\\slash":     kindProbe,
+		"_tidemark_probe/00112233445566778899aabbccddeeff/back/slash":      kindProbe,
 	}
 	for key, kind := range ours {
 		p, ok := parseKey(key, pebblefile.Immutable)
@@ -149,6 +157,8 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 		"savepoints/team/v1.tar",
 		"_latest.bak",
 		"_tidemark_probe/notes.txt",
+		"_tidemark_probe/0011/object",
+		"_tidemark_probe/00112233445566778899AABBCCDDEEFF/object",
 		"photos/cat.jpg",
 	}
 	for _, key := range theirs {

@@ -211,7 +211,7 @@ const (
 	kindRemote   // remote/<owner>/e<epoch>-<nonce>/<pebble object name>
 	kindPin      // pins/<id>/<nonce>
 	kindSavepoint
-	kindProbe // _tidemark_probe/<hex>/<name>: s3store's probe, left while it runs
+	kindProbe // _tidemark_probe/<32 hex>/<path>: s3store's probe, left while it runs
 )
 
 // parsedKey is what the layout's grammar says of one key.
@@ -266,7 +266,9 @@ func parseKey(key string, immutable func(string) bool) (parsedKey, bool) {
 		}
 		return parsedKey{kind: kindPin, id: seg[1]}, true
 	case dirProbe:
-		if len(seg) != 3 || !isHex(seg[1], 32) || (seg[2] != "object" && seg[2] != "missing") {
+		// _tidemark_probe/<32 hex>/<any key>: the probe's own names
+		// (object, race-create-N, back\slash…) are its business.
+		if len(seg) < 3 || !isHex(seg[1], 32) {
 			return parsedKey{}, false
 		}
 		return parsedKey{kind: kindProbe}, true
