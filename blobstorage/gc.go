@@ -171,14 +171,10 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 			if pinnedLate[d.Checkpoint] || pinnedKeys[d.Key] {
 				continue
 			}
-			// The fence is checked before every delete: a writer that
-			// was replaced mid-GC must stop deleting at once.
-			if writer {
-				if err := s.checkWriterLocked(ctx); err != nil {
-					return rep, fmt.Errorf("blobstorage: gc: %w", err)
-				}
+			err := s.deleteDecided(ctx, d, writer)
+			if errors.Is(err, checkpoint.ErrFenced) || errors.Is(err, ErrNotWriter) {
+				return rep, fmt.Errorf("blobstorage: gc: %w", err)
 			}
-			err := s.deleteDecided(ctx, d)
 			if errors.Is(err, blobstore.ErrPreconditionFailed) {
 				// Rewritten since the listing (a writer reusing the id of
 				// a dead writer's leftover): the plan is stale for it.
@@ -270,18 +266,31 @@ func (s *Storage) pinnedSince(ctx context.Context, id string, now time.Time) (bo
 // otherwise): a Stat just before narrows the race to that gap, and the
 // store closes it where it can (blobstore.ConditionalDeleter). The Stat
 // stays even then: MinIO accepts If-Match on DeleteObject and ignores it.
-func (s *Storage) deleteDecided(ctx context.Context, d Deletion) error {
+//
+// Run by the writer, the fence is the last thing read before the delete
+// (checkpoint.ErrFenced once another writer took over): no request of
+// this run sits between the check and the delete, so a writer fenced
+// meanwhile deletes at most the one it had in flight (docs/gc.md, "The
+// fence window").
+func (s *Storage) deleteDecided(ctx context.Context, d Deletion, writer bool) error {
+	if d.etag != "" {
+		info, err := s.bs.Stat(ctx, d.Key)
+		switch {
+		case errors.Is(err, blobstore.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case info.ETag != d.etag:
+			return blobstore.ErrPreconditionFailed
+		}
+	}
+	if writer {
+		if err := s.checkWriterLocked(ctx); err != nil {
+			return err
+		}
+	}
 	if d.etag == "" {
 		return s.bs.Delete(ctx, d.Key)
-	}
-	info, err := s.bs.Stat(ctx, d.Key)
-	switch {
-	case errors.Is(err, blobstore.ErrNotFound):
-		return nil
-	case err != nil:
-		return err
-	case info.ETag != d.etag:
-		return blobstore.ErrPreconditionFailed
 	}
 	if c, ok := blobstore.As[blobstore.ConditionalDeleter](s.bs); ok {
 		err := c.DeleteIfMatch(ctx, d.Key, d.etag)

@@ -2,6 +2,7 @@ package blobstorage
 
 import (
 	"context"
+	"errors"
 	"io"
 	"iter"
 	"slices"
@@ -419,5 +420,33 @@ func TestAWriterNeverReusesATableAnOperatorsGCDeleted(t *testing.T) {
 	saveState(t, w, id3, checkpoint.StatusCompleted, stateFiles{"a": {"000001.sst": "link:" + id1, "MANIFEST": "m3"}})
 	if got := restoreElsewhere(t, bs, id3); got["a/000001.sst"] != "t1" {
 		t.Fatalf("restored %v", got)
+	}
+}
+
+// The writer's own GC reads the fence after its last other request for a
+// record (the Stat of its ETag) and right before the delete: a writer
+// that takes over while that Stat is in flight fences the delete. With
+// the check before the Stat, the simulation's fenced writers deleted
+// records (integration/dst seeds 10, 32, 143).
+func TestWritersGCFencedDuringTheStatOfARecordDeletesNothing(t *testing.T) {
+	bs := newMem()
+	view := &statHook{Blobstore: bs}
+	w := newWriter(t, view, Options{Keep: 1})
+	compactingHistory(t, w, 3)
+	id1 := checkpoint.NewID(1)
+	took := false
+	view.key, view.after = recordKey(id1), func() {
+		newWriter(t, bs, Options{Keep: 1})
+		took = true
+	}
+	_, err := w.GC(t.Context(), GCOptions{Now: time.Now().Add(time.Hour)})
+	if !took {
+		t.Fatal("no writer took over during GC's Stat of the record: the test proves nothing")
+	}
+	if !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("GC of a writer fenced during its run: %v, want ErrFenced", err)
+	}
+	if ok, err := bs.Exists(t.Context(), recordKey(id1)); err != nil || !ok {
+		t.Fatalf("the fenced writer deleted %s (exists %v, %v)", recordKey(id1), ok, err)
 	}
 }
