@@ -168,22 +168,60 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 	}
 }
 
+// lookAlikeOf holds, for each key class of the layout, a user's file
+// named like one (id is a checkpoint of the real data beside it): none
+// parses, so none may decide a store's identity or be planned over by GC.
+func lookAlikeOf(id string) map[keyKind]string {
+	return map[keyKind]string{
+		kindMark:      "_tidemark.txt",
+		kindWriter:    "_writer.bak",
+		kindPointer:   "_latest-completed.old",
+		kindRecord:    "checkpoints/" + id + "/checkpoint.json.bak",
+		kindPrivate:   "checkpoints/" + id + "/private/draft/w0/MANIFEST",
+		kindPart:      "checkpoints/" + id + "/parts/e1/w0/w-1/notes.txt",
+		kindPartFile:  "checkpoints/" + id + "/parts/e1/w0/w-1/other/000001.sst",
+		kindShared:    "shared/w0/" + id + "-e1/report.pdf",
+		kindRemote:    "remote/w0/e1-00aa/notes.txt",
+		kindPin:       "pins/" + id + "/a/b",
+		kindSavepoint: "savepoints/team/v1.tar",
+		kindProbe:     "_tidemark_probe/notes.txt",
+	}
+}
+
+// Every key class has its look-alike in lookAlikeOf, and the folder-name
+// cases of the issue are there as well.
+func lookAlikes(id string) []string {
+	keys := []string{"checkpoints/old/notes.txt", "shared/team/report.pdf", "pins/readme.txt", "notes.txt",
+		"checkpoints/" + id + "/notes.txt", "checkpoints/" + id + "/private/readme", "checkpoints/" + id + "/private/e0/w0/MANIFEST",
+		"shared/w0/drafts/000001.sst", "remote/x"}
+	for _, k := range lookAlikeOf(id) {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func TestEveryKeyClassHasALookAlike(t *testing.T) {
+	m := lookAlikeOf(checkpoint.NewID(1))
+	for k := kindMark; k <= kindProbe; k++ {
+		key, ok := m[k]
+		if !ok {
+			t.Errorf("key class %d has no look-alike in lookAlikeOf", k)
+			continue
+		}
+		if p, ok := parseKey(key, pebblefile.Immutable); ok {
+			t.Errorf("look-alike %q parses as %+v", key, p)
+		}
+	}
+}
+
 // An unmarked prefix holding a job's real data (written before marks
 // existed) and one look-alike of any key class is not Tidemark's: Acquire,
 // CheckStore and GC refuse it and write nothing. Without the look-alike it
 // is adopted.
 func TestALookAlikeBesideRealDataMakesAnUnmarkedStoreForeign(t *testing.T) {
 	id := checkpoint.NewID(1)
-	for _, lookAlike := range []string{
-		"checkpoints/old/notes.txt",
-		"checkpoints/" + id + "/notes.txt",
-		"shared/team/report.pdf",
-		"shared/w0/" + id + "-e1/report.pdf",
-		"remote/w0/e1-00aa/notes.txt",
-		"pins/readme.txt",
-		"savepoints/team/v1.tar",
-		"notes.txt",
-	} {
+	for _, lookAlike := range lookAlikes(id) {
 		t.Run(lookAlike, func(t *testing.T) {
 			bs := newMem()
 			compactingHistory(t, newWriter(t, bs, Options{}), 4)

@@ -170,6 +170,14 @@ func TestGCLeavesALookAlikeNextToRealDataAlone(t *testing.T) {
 		"remote/counts/e1-00ff/notes.txt":                    "notes",
 		"pins/readme.txt":                                    "readme",
 		"savepoints/team/v1.tar":                             "archive",
+		// One of every other key class of the layout.
+		"_tidemark.txt":         "notes",
+		"_writer.bak":           "notes",
+		"_latest-completed.old": "notes",
+		"checkpoints/" + checkpoint.NewID(1) + "/checkpoint.json.bak":      "notes",
+		"checkpoints/" + checkpoint.NewID(1) + "/private/draft/w/MANIFEST": "notes",
+		"checkpoints/" + checkpoint.NewID(1) + "/parts/e1/w/w-1/notes.txt": "notes",
+		"_tidemark_probe/notes.txt":                                        "notes",
 	}
 	t.Run("unmarked", func(t *testing.T) {
 		storeDir := t.TempDir()
