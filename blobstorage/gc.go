@@ -387,6 +387,13 @@ func (s *Storage) readInventory(ctx context.Context) (inv inventory, retry bool,
 		if now.ID != p.id {
 			return inv, true, fmt.Errorf("%s moved from %s to %s during the listing", p.key, p.id, now.ID)
 		}
+		// A listing that lags the store (some S3-compatible servers, a
+		// cache in front of one) misses a record just written.
+		if ok, err := s.bs.Exists(ctx, recordKey(p.id)); err != nil {
+			return inv, false, fmt.Errorf("check %s: %w", recordKey(p.id), err)
+		} else if ok {
+			return inv, true, fmt.Errorf("the listing of %s lags the store: it misses %s, which %s names", dirCheckpoints, recordKey(p.id), p.key)
+		}
 		return inv, false, fmt.Errorf("%s names %s, which has no record: %w (gc deletes nothing from a damaged store; see tidemark verify)", p.key, p.id, archive.ErrCorrupt)
 	}
 	for o, err := range s.bs.List(ctx, dirShared) {
