@@ -153,6 +153,19 @@ func TestGCAndSavepointRmRefuseAUserFolderThatLooksLikeAStore(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d and a refusal\nstdout: %s\nstderr: %s", args, code, exitError, out, errOut)
 		}
 	}
+	// The commands that take the writer role refuse it too, before they
+	// write a mark, a pointer or _writer.
+	src := ranDemo(t)
+	must(t, src, "savepoint", "create", "v1")
+	for _, args := range [][]string{
+		demoArgs(t.TempDir(), fileURL(dir)),
+		{"savepoint", "restore", "v1", "--from", src},
+	} {
+		out, errOut, code := tm(t, fileURL(dir), args...)
+		if code == 0 || !strings.Contains(errOut, "not a Tidemark store") {
+			t.Errorf("%v: exit %d, want a refusal\nstdout: %s\nstderr: %s", args, code, out, errOut)
+		}
+	}
 	if after := treeOf(t, dir); !maps.Equal(after, before) {
 		t.Fatalf("a refused command changed the directory:\nbefore %v\nafter  %v", before, after)
 	}
