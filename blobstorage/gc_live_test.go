@@ -3,6 +3,7 @@ package blobstorage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"slices"
@@ -439,5 +440,43 @@ func TestWritersGCFencedDuringTheStatOfARecordDeletesNothing(t *testing.T) {
 	}
 	if ok, err := bs.Exists(t.Context(), recordKey(id1)); err != nil || !ok {
 		t.Fatalf("the fenced writer deleted %s (exists %v, %v)", recordKey(id1), ok, err)
+	}
+}
+
+// tornReads fails the first n Gets of key with blobstore.ErrChecksum, as
+// versitygw does for a GET racing a PUT of the key.
+type tornReads struct {
+	blobstore.Blobstore
+	key string
+	n   int
+}
+
+func (r *tornReads) Unwrap() blobstore.Blobstore { return r.Blobstore }
+
+func (r *tornReads) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if key == r.key && r.n != 0 {
+		r.n--
+		return nil, fmt.Errorf("get %q: %w", key, blobstore.ErrChecksum)
+	}
+	return r.Blobstore.Get(ctx, key)
+}
+
+// An operator's GC reads pointers the writer is replacing: a read that
+// fails its checksum is read again, and only a lasting mismatch fails.
+func TestGCReadsAPointerAgainWhenItFailsItsChecksum(t *testing.T) {
+	mem := newMem()
+	compactingHistory(t, newWriter(t, mem, Options{Keep: 1}), 3)
+	for _, tc := range []struct {
+		torn int
+		ok   bool
+	}{{2, true}, {-1, false}} {
+		bs := &tornReads{Blobstore: mem, key: keyLatestCompleted, n: tc.torn}
+		_, err := New(bs, "", Options{Keep: 1}).GC(t.Context(), GCOptions{DryRun: true})
+		if tc.ok && err != nil {
+			t.Errorf("two torn reads of %s: %v, want the third to do", keyLatestCompleted, err)
+		}
+		if !tc.ok && !errors.Is(err, blobstore.ErrChecksum) {
+			t.Errorf("every read of %s torn: %v, want ErrChecksum", keyLatestCompleted, err)
+		}
 	}
 }
