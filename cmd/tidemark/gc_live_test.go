@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 // store, with a grace period far shorter than a save (only the protocol,
 // not the clock, can keep the job's unfinished work), and checks that the
 // demo ends exactly-once, never fenced, with the retained set as
-// configured: the newest --keep completed checkpoints.
+// configured: the newest --keep completed checkpoints. Every fifth run a
+// savepoint is created and removed (savepoint rm takes no role either).
 func gcBesideDemo(t *testing.T, store string) {
 	const keep = 2
 	type result struct {
@@ -31,7 +33,7 @@ func gcBesideDemo(t *testing.T, store string) {
 			"--checkpoint-every", "2000", "--slow", "20ms")...)
 		done <- result{out, errOut, code}
 	}()
-	runs, deleting := 0, 0
+	runs, deleting, removed := 0, 0, 0
 	var demo result
 	for running := true; running; {
 		select {
@@ -56,14 +58,25 @@ func gcBesideDemo(t *testing.T, store string) {
 		if res.Report.Objects > 0 {
 			deleting++
 		}
+		if running && runs%5 == 0 {
+			// savepoint rm beside the job follows the same rules: no
+			// writer role, nothing the job needs.
+			label := fmt.Sprintf("live-%d", runs)
+			if _, _, code := tm(t, store, "savepoint", "create", label); code == 0 {
+				if out, errOut, code := tm(t, store, "savepoint", "rm", label); code != 0 {
+					t.Fatalf("savepoint rm %s beside the demo: exit %d\n%s%s", label, code, out, errOut)
+				}
+				removed++
+			}
+		}
 	}
 	if demo.code != 0 || !strings.Contains(demo.out, "exactly-once: OK") || strings.Contains(demo.errOut, "fenced") {
 		t.Fatalf("demo beside gc --confirm: exit %d\nstdout: %s\nstderr: %s", demo.code, demo.out, demo.errOut)
 	}
-	if runs < 3 || deleting == 0 {
-		t.Fatalf("%d gc runs beside the demo, %d of them deleting: the test proves nothing", runs, deleting)
+	if runs < 3 || deleting == 0 || removed == 0 {
+		t.Fatalf("%d gc runs beside the demo, %d of them deleting, %d savepoints removed: the test proves nothing", runs, deleting, removed)
 	}
-	t.Logf("%d gc --confirm runs beside the demo, %d of them deleted something", runs, deleting)
+	t.Logf("%d gc --confirm runs beside the demo, %d of them deleted something; %d savepoints created and removed", runs, deleting, removed)
 	// _writer is the demo's own epoch: nothing took the role.
 	bs := openURL(t, store)
 	var w struct {
