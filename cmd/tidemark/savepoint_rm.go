@@ -24,16 +24,24 @@ the rest. A label that does not exist is an error (exit 1).
 
 While a savepoint create, cp, import, restore or export runs on the store, rm waits
 for it up to --wait, then refuses and changes nothing: a create that found a file
-present and did not upload it again must not see it deleted.`,
+present and did not upload it again must not see it deleted.
+
+rm takes no writer role: it is safe beside a job running on the store. It refuses a
+prefix that is not a Tidemark store (see tidemark gc --help) and deletes nothing there.`,
 		Example: `  tidemark savepoint rm before-upgrade
   tidemark savepoint rm nightly-42 --grace 0 --wait 10m`,
 		Args: labelArgs("LABEL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			label := args[0]
-			bs, _, err := a.openReader(ctx) // a missing directory is an error, not "no savepoint"
+			bs, s, err := a.openReader(ctx) // a missing directory is an error, not "no savepoint"
 			if err != nil {
 				return err
+			}
+			// A user's savepoints/ folder is not ours: refuse before deleting.
+			if err := s.CheckStore(ctx); err != nil {
+				u, _ := a.storeURL()
+				return fmt.Errorf("savepoint rm: %s: %w", redactURL(u), err)
 			}
 			opts := savepoint.Options{Grace: grace, Locks: savepoint.LockOptions{Wait: wait}}
 			if grace == 0 {

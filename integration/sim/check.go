@@ -20,8 +20,11 @@ import (
 type checker struct {
 	w *World
 
-	mu       sync.Mutex
-	epochs   map[string]uint64 // process → the epoch it last wrote to _writer
+	mu     sync.Mutex
+	epochs map[string]uint64 // process → the epoch it last wrote to _writer
+	// released are processes whose command with the writer role ended
+	// (noWriter): a late write of theirs to _writer gives them no role.
+	released map[string]bool
 	maxEpoch uint64
 	writes   []epochWrite           // every _writer write that applied
 	last     map[string]pointerBody // pointer key → last applied write
@@ -46,7 +49,7 @@ type pointerBody struct {
 }
 
 func newChecker(w *World) *checker {
-	return &checker{w: w, epochs: map[string]uint64{}, last: map[string]pointerBody{}, named: map[string]bool{},
+	return &checker{w: w, epochs: map[string]uint64{}, released: map[string]bool{}, last: map[string]pointerBody{}, named: map[string]bool{},
 		listedAt: map[string]time.Time{}, pins: map[string]time.Time{}, stalePins: map[string]time.Time{}}
 }
 
@@ -64,6 +67,17 @@ func (c *checker) writerEpoch(proc string, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epochs[proc] = epoch
+	delete(c.released, proc)
+}
+
+// noWriter notes that proc holds no writer role any more: an operator's
+// command that took one (gc --confirm --fence) has ended, and its next
+// commands take none.
+func (c *checker) noWriter(proc string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.epochs, proc)
+	c.released[proc] = true
 }
 
 // fencedLocked reports whether proc was fenced when it issued a call
@@ -105,7 +119,9 @@ func (c *checker) event(done int, ev Event) {
 		}
 		if err := json.Unmarshal(ev.Body, &wr); err == nil {
 			// Taking a new epoch is what Acquire does, fenced or not.
-			c.epochs[ev.Proc] = wr.Epoch
+			if !c.released[ev.Proc] {
+				c.epochs[ev.Proc] = wr.Epoch
+			}
 			c.writes = append(c.writes, epochWrite{epoch: wr.Epoch, step: done})
 			c.maxEpoch = max(c.maxEpoch, wr.Epoch)
 		}
@@ -134,6 +150,7 @@ func (c *checker) event(done int, ev Event) {
 		c.last[ev.Key] = p
 		if ev.Key == keyCompleted && p.ID != "" {
 			c.named[p.ID] = true
+			c.checkWholeLocked(ev.Proc, p.ID)
 		}
 	case strings.HasPrefix(ev.Key, pinsDir) && ev.Op != "delete":
 		c.pins[ev.Key] = now
@@ -144,6 +161,7 @@ func (c *checker) event(done int, ev Event) {
 		}
 		c.checkPinsLocked(ev, now)
 		c.checkRetentionLocked(ev)
+		c.checkNamedFileLocked(ev)
 	}
 }
 
@@ -178,6 +196,53 @@ func (c *checker) checkPinsLocked(ev Event, now time.Time) {
 					c.w.Violation("%s deleted %s of %s under a live pin %s", ev.Proc, ev.Key, id, pin)
 				}
 			}
+		}
+	}
+}
+
+// recordFiles returns the keys of the files id's record names, as they
+// are in the store now (nil if it has no record that decodes).
+func (c *checker) recordFiles(id string) []string {
+	body, ok := c.w.store.Object(recordKey(id))
+	if !ok {
+		return nil
+	}
+	var rec blobstorage.Record
+	if json.Unmarshal(body, &rec) != nil {
+		return nil
+	}
+	var keys []string
+	for _, files := range rec.Files {
+		for _, f := range files {
+			keys = append(keys, jobPfx+"/"+f.Key)
+		}
+	}
+	return keys
+}
+
+// checkWholeLocked fails a move of _latest-completed to a checkpoint one
+// of whose files is gone: it could not be restored (at once, rather than
+// at the end of the run, when retention may have dropped it).
+func (c *checker) checkWholeLocked(proc, id string) {
+	for _, k := range c.recordFiles(id) {
+		if _, ok := c.w.store.Object(k); !ok {
+			c.w.Violation("%s moved _latest-completed to %s, whose file %s is gone", proc, id, k)
+			return
+		}
+	}
+}
+
+// checkNamedFileLocked fails the delete of a file of the checkpoint
+// _latest-completed names.
+func (c *checker) checkNamedFileLocked(ev Event) {
+	id := c.last[keyCompleted].ID
+	if id == "" {
+		return
+	}
+	for _, k := range c.recordFiles(id) {
+		if k == ev.Key {
+			c.w.Violation("%s deleted %s, a file of %s, which _latest-completed names", ev.Proc, ev.Key, id)
+			return
 		}
 	}
 }
