@@ -144,6 +144,17 @@ func (ar *Reader) Extract(ctx context.Context, root *os.Root, name string) (err 
 		return fmt.Errorf("archive: extract %q: %w", name, err)
 	}
 
+	// Many files are made durable by one syncfs of the staging
+	// directory's file system, opened before anything is written so that
+	// a writeback error during the extraction is reported (syncFSFiles).
+	var fsys *os.File
+	if haveSyncFS && len(ar.m.Files) >= syncFSFiles {
+		if fsys, err = stage.Open("."); err != nil {
+			return fmt.Errorf("archive: extract %q: %w", name, err)
+		}
+		defer fsys.Close()
+	}
+
 	// The directories to sync: every one that holds an extracted file,
 	// and their ancestors; keys are substrings of the paths. Files are
 	// created through a handle on their directory, opened once per run
@@ -185,7 +196,12 @@ func (ar *Reader) Extract(ctx context.Context, root *os.Root, name string) (err 
 	// Files and directory entries must be durable before the rename
 	// publishes them. Synced only now, so that a refused archive costs no
 	// fsync.
-	if err := syncAll(ctx, stage, ar.m.Files, dirs); err != nil {
+	if fsys != nil {
+		err = syncFS(fsys)
+	} else {
+		err = syncAll(ctx, stage, ar.m.Files, dirs)
+	}
+	if err != nil {
 		return fmt.Errorf("archive: extract %q: %w", name, err)
 	}
 
@@ -367,6 +383,13 @@ func writeFileIn(root *os.Root, name string, r io.Reader, buf []byte) (err error
 	_, err = io.CopyBuffer(struct{ io.Writer }{f}, r, buf)
 	return err
 }
+
+// syncFSFiles is the number of files from which an extraction syncs the
+// whole file system once (syncFS, where there is one) instead of each
+// file and directory: 100,000 empty files took 7 s of fsyncs here, the
+// syncfs 50 ms. Below it, fsyncs of the few files written are cheaper
+// than waiting for whatever else the file system holds dirty.
+const syncFSFiles = 1000
 
 // syncConcurrency is how many fsyncs run at once. The file system batches
 // concurrent fsyncs into one journal commit: 100,000 one by one took 16 s.

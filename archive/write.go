@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,27 +49,9 @@ var epoch = time.Unix(0, 0)
 // discarded. m must pass the same checks Read applies (version, record,
 // paths, sizes, digests, layout, opts.Limits); w is not closed.
 func Write(ctx context.Context, w io.Writer, m *Manifest, open OpenFunc, opts WriteOptions) (err error) {
-	total, err := validateManifest(m)
+	manifest, err := EncodeManifest(m, opts.Limits)
 	if err != nil {
 		return fmt.Errorf("archive: write: %w", err)
-	}
-	lim := opts.Limits.withDefaults()
-	if len(m.Files) > lim.MaxFiles {
-		return fmt.Errorf("archive: write: %w", tooLarge(ManifestName, "%d files, over the limit of %d", len(m.Files), lim.MaxFiles))
-	}
-	if total > lim.MaxTotalBytes {
-		return fmt.Errorf("archive: write: %w", tooLarge(ManifestName, "files total %d bytes, over the %d-byte limit", total, lim.MaxTotalBytes))
-	}
-	mm := *m
-	if mm.Files == nil {
-		mm.Files = []File{} // "files": [], not null
-	}
-	manifest, err := json.Marshal(&mm)
-	if err != nil {
-		return fmt.Errorf("archive: write: encode manifest: %w", err)
-	}
-	if int64(len(manifest)) > lim.MaxManifestBytes {
-		return fmt.Errorf("archive: write: %w", tooLarge(ManifestName, "%d bytes, over the %d-byte limit", len(manifest), lim.MaxManifestBytes))
 	}
 
 	out := w

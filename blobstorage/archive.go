@@ -37,6 +37,16 @@ var _ archiveSource = (*Storage)(nil)
 // (checkpoint.CreateSavepoint archives the latest completed one, which GC always
 // keeps). A file GC deleted meanwhile fails the archive, never corrupts it.
 func (s *Storage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error) {
+	return s.ArchiveFilesKnowing(ctx, id, nil)
+}
+
+// ArchiveFilesKnowing is ArchiveFiles, taking the digest of a remote
+// object from known where known has it (for its key and size) instead of
+// reading the object to hash it. Remote objects are immutable and their
+// names never reused (a generation's nonce is random), so a digest an
+// earlier savepoint recorded for a key is the key's digest; the bytes are
+// still checked against it wherever they are read.
+func (s *Storage) ArchiveFilesKnowing(ctx context.Context, id string, known func(key string, size int64) (string, bool)) ([]archive.File, archive.OpenFunc, error) {
 	rec, err := s.LoadRecord(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +60,7 @@ func (s *Storage) ArchiveFiles(ctx context.Context, id string) ([]archive.File, 
 			files = append(files, archive.File{Path: p, Size: f.Size, SHA256: f.SHA256})
 		}
 	}
-	remote, err := s.remoteArchiveFiles(ctx, rec)
+	remote, err := s.remoteArchiveFiles(ctx, rec, known)
 	if err != nil {
 		return nil, nil, err
 	}

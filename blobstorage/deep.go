@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // Deep verification reads every object a checkpoint references and, unlike
@@ -219,10 +220,11 @@ func (r *ScrubReport) OK() bool {
 	return true
 }
 
-// Scrub checks a whole store and writes nothing: it reads every object
-// every record references (each once, however many records share it),
-// reads and checks every savepoint archive, and lists the orphans. The
-// error is for what is no verdict (the store fails, ctx ends).
+// Scrub checks a whole store and writes nothing but a savepoint lock
+// while it reads (savepoint.Scrub): it reads every object every record
+// references (each once, however many records share it), reads and
+// checks every savepoint, and lists the orphans. The error is for what
+// is no verdict (the store fails, ctx ends).
 func (s *Storage) Scrub(ctx context.Context) (*ScrubReport, error) {
 	var all []blobstore.ObjectInfo
 	for o, err := range s.bs.List(ctx, "") {
@@ -284,7 +286,7 @@ func (s *Storage) Scrub(ctx context.Context) (*ScrubReport, error) {
 			byID[id].Damaged = append(byID[id].Damaged, d)
 		}
 	}
-	if rep.Savepoints, err = s.scrubSavepoints(ctx, all); err != nil {
+	if rep.Savepoints, err = s.scrubSavepoints(ctx); err != nil {
 		return nil, err
 	}
 	if len(rep.Records) == 0 {
@@ -293,40 +295,25 @@ func (s *Storage) Scrub(ctx context.Context) (*ScrubReport, error) {
 	return rep, nil
 }
 
-// scrubSavepoints reads and checks every savepoint archive among all.
-func (s *Storage) scrubSavepoints(ctx context.Context, all []blobstore.ObjectInfo) ([]SavepointCheck, error) {
-	var checks []SavepointCheck
-	for _, o := range all {
-		label, ok := strings.CutPrefix(o.Key, checkpoint.SavepointPrefix)
-		if !ok || checkpoint.ValidateLabel(label) != nil {
+// scrubSavepoints reads and checks every savepoint (savepoint.Scrub:
+// each content object once, however many savepoints share it).
+func (s *Storage) scrubSavepoints(ctx context.Context) ([]SavepointCheck, error) {
+	verdicts, err := savepoint.Scrub(ctx, s.bs, savepoint.Options{Concurrency: s.opts.Concurrency})
+	if err != nil {
+		return nil, fmt.Errorf("blobstorage: scrub: %w", err)
+	}
+	checks := make([]SavepointCheck, 0, len(verdicts))
+	for _, v := range verdicts {
+		if checkpoint.ValidateLabel(v.Label) != nil {
 			continue
 		}
-		c := SavepointCheck{Label: label, Key: o.Key, Bytes: o.Size}
-		m, err := s.readSavepoint(ctx, o.Key)
-		switch {
-		case err == nil:
-			c.Files = len(m.Files)
-		case errors.Is(err, blobstore.ErrNotFound):
-			c.Damage = &Damage{Key: o.Key, Missing: true, Reason: "missing (deleted since the listing)"}
-		case errors.Is(err, archive.ErrCorrupt), errors.Is(err, blobstore.ErrChecksum):
-			c.Damage = &Damage{Key: o.Key, Reason: err.Error()}
-		default:
-			return nil, fmt.Errorf("blobstorage: scrub: savepoint %q: %w", label, err)
+		c := SavepointCheck{Label: v.Label, Key: checkpoint.SavepointKey(v.Label), Files: v.Files, Bytes: v.Bytes}
+		if v.Damage != nil {
+			c.Damage = &Damage{Key: v.Key, Missing: v.Missing, Reason: v.Damage.Error(), Path: v.Path}
 		}
 		checks = append(checks, c)
 	}
 	return checks, nil
-}
-
-// readSavepoint reads the archive at key to its end, checking every
-// digest, and returns its manifest.
-func (s *Storage) readSavepoint(ctx context.Context, key string) (*archive.Manifest, error) {
-	rc, err := s.files.Get(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return archive.Verify(ctx, rc, archive.Limits{})
 }
 
 // orphans returns the keys of all that belong to checkpoints' files but

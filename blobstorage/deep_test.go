@@ -1,6 +1,9 @@
 package blobstorage
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -9,6 +12,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // damagedStore saves two checkpoints sharing a table, then overwrites the
@@ -137,32 +141,52 @@ func TestScrubFindsDamageOnceAndOrphans(t *testing.T) {
 }
 
 func TestScrubNamesACorruptSavepoint(t *testing.T) {
-	bs := newMem()
-	s := newWriter(t, bs, Options{})
-	ctx := t.Context()
-	saveState(t, s, checkpoint.NewID(1), checkpoint.StatusCompleted, stateFiles{"op": {"000001.sst": "table", "MANIFEST-000001": "m"}})
-	if _, err := checkpoint.CreateSavepoint(ctx, s, bs, "sp"); err != nil {
-		t.Fatal(err)
-	}
-	b := blobstoretest.Get(t, bs, checkpoint.SavepointKey("sp"))
-	i := strings.Index(string(b), "table")
-	if i < 0 {
-		t.Fatal("no file content in the archive (compressed?)")
-	}
-	b[i] ^= 1 // a byte of a file, which its digest covers
-	if err := bs.Put(ctx, checkpoint.SavepointKey("sp"), strings.NewReader(string(b))); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := s.Scrub(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.OK() || len(rep.Savepoints) != 1 || rep.Savepoints[0].Damage == nil {
-		t.Fatalf("corrupt savepoint not reported: %+v", rep.Savepoints)
-	}
-	if len(rep.Orphans) != 0 {
-		t.Errorf("orphans %v in a store with none", rep.Orphans)
+	for _, format := range []string{"archive", "manifest"} {
+		t.Run(format, func(t *testing.T) {
+			bs := newMem()
+			s := newWriter(t, bs, Options{})
+			ctx := t.Context()
+			saveState(t, s, checkpoint.NewID(1), checkpoint.StatusCompleted, stateFiles{"op": {"000001.sst": "table", "MANIFEST-000001": "m"}})
+			key := checkpoint.SavepointKey("sp")
+			if format == "archive" { // as savepoints were stored before the savepoint area
+				var buf bytes.Buffer
+				if err := checkpoint.ArchiveCheckpoint(ctx, s, checkpoint.NewID(1), &buf); err != nil {
+					t.Fatal(err)
+				}
+				putString(t, bs, key, buf.String())
+			} else {
+				if _, err := checkpoint.CreateSavepoint(ctx, s, bs, "sp"); err != nil {
+					t.Fatal(err)
+				}
+				sum := sha256.Sum256([]byte("table"))
+				key = savepoint.ContentKey(hex.EncodeToString(sum[:]))
+			}
+			b := blobstoretest.Get(t, bs, key)
+			i := strings.Index(string(b), "table")
+			if i < 0 {
+				t.Fatalf("no file content in %s", key)
+			}
+			b[i] ^= 1 // a byte of a file, which its digest covers
+			putString(t, bs, key, string(b))
+			rep, err := s.Scrub(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() || len(rep.Savepoints) != 1 || rep.Savepoints[0].Damage == nil || rep.Savepoints[0].Damage.Key != key {
+				t.Fatalf("corrupt savepoint not reported naming %s: %+v", key, rep.Savepoints)
+			}
+			if len(rep.Orphans) != 0 {
+				t.Errorf("orphans %v in a store with none", rep.Orphans)
+			}
+		})
 	}
 }
 
 func sortedCopy(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+func putString(t *testing.T, bs blobstore.Blobstore, key, s string) {
+	t.Helper()
+	if err := bs.Put(t.Context(), key, strings.NewReader(s)); err != nil {
+		t.Fatal(err)
+	}
+}

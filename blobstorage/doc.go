@@ -21,11 +21,14 @@
 //	_replication                                       a replica's status, written by its Replicator
 //	pins/<id>/<nonce>                                  restore pins
 //	savepoints/<label>                                 savepoints (checkpoint.SavepointPrefix)
+//	savepoint-data/…                                   their content and locks (package savepoint's layout)
+//	_tidemark_probe/<nonce>/…                          s3store's probe, for a moment before the first write
 //
 // Private files carry the writer epoch so that a zombie reusing an id
 // never overwrites the new writer's bytes; shared files are named by the
 // checkpoint and epoch that first uploaded them, so a name is never
-// recycled (no ABA). KeyClass names the part of the layout a key is in.
+// recycled (no ABA). layout.go parses every key under this grammar; KeyClass
+// names the part of the layout a key is in, for metrics only.
 //
 // # Jobs spanning hosts
 //
@@ -83,7 +86,7 @@
 // checkpoint (kept by retention, a pointer or a pin) references it, it is
 // older than Grace (Pebble uploads an object before it records it), and
 // it is not the live writer's. The generation of the epoch in _writer is
-// left alone by any GC but that writer's (a dry run, tidemark gc); the
+// left alone by any GC but that writer's (tidemark gc, for one); the
 // writer's own GC (UseRemote) deletes the objects under its open
 // databases' prefixes that they no longer use, and keeps the rest of its
 // generation. Objects of other epochs (earlier, fenced writers) go once
@@ -93,18 +96,32 @@
 // a Storage puts them back under the same keys (SaveImported); a
 // checkpoint.FileStorage target is refused before anything is written.
 //
+// # Garbage collection
+//
+// GC needs no writer role: an operator runs it beside the live job
+// (docs/gc.md has the races). The boundary is what the writer publishes by
+// compare-and-swap anyway: _writer's epoch and _latest. GC reads the
+// clock, then _writer and the pointers, then lists; it keeps what the
+// pointers, retention and pins keep, and, run by anyone but the writer,
+// every checkpoint newer than _latest saved under the live epoch and the
+// tables uploaded for it. A Save reuses only tables its last record
+// references, so nothing it reuses is ever unprotected. GC deletes records
+// before files, each record only with the ETag it read
+// (blobstore.ConditionalDeleter where enforced), and lists the pins again
+// before the files: Restore pins before it reads a record.
+//
 // # Store identity
 //
-// A prefix becomes a Tidemark store when a writer first takes the role
-// there (Acquire writes _tidemark). Acquire and GC refuse, with
-// ErrForeignStore and before writing anything, a prefix that holds other
-// data and no mark: pointing a job or gc at a bucket root, or at a
-// directory another program owns, must not fence, overwrite or delete
-// anything there. A prefix holding only Tidemark's own keys (written
-// before marks existed) is adopted and marked. CheckStore tells, writing
-// nothing, a store from an empty prefix (ErrNoStore) and a foreign one:
-// tools that operate on an existing store call it first, so that a
-// mistyped prefix is an error, not a new store.
+// A prefix is a Tidemark store when it holds the _tidemark mark, which the
+// first writer's Acquire writes. One written before marks existed is
+// adopted only when every key parses under the layout grammar and a
+// record decodes or a savepoint's manifest reads. Acquire, GC and
+// CheckStore refuse anything else with ErrForeignStore before writing or
+// deleting: a bucket root or a user's folders named checkpoints/ and
+// shared/ are never touched. CheckStore tells, writing nothing, a store
+// from an empty prefix (ErrNoStore): tools that operate on an existing
+// store call it first, so that a mistyped prefix is an error, not a new
+// store.
 //
 // # Job identity
 //

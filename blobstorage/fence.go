@@ -29,8 +29,8 @@ import (
 // mark (ErrForeignStore), and marks a new one (see the package
 // documentation).
 //
-// Acquire is needed before Save, UpdateStatus and a GC that deletes, not
-// for loads, Restore or a dry-run GC. Calling it again takes a new epoch (and clears a fence).
+// Acquire is needed before Save and UpdateStatus, not for loads, Restore
+// or GC. Calling it again takes a new epoch (and clears a fence).
 func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

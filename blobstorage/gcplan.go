@@ -19,6 +19,7 @@ const (
 	KeepNewest          Reason = "one of the newest completed checkpoints retention keeps (Options.Keep, gc --keep)"
 	KeepUnreadable      Reason = "its record could not be read: kept rather than guessed at"
 	KeepInProgress      Reason = "younger than the grace period: a save may be in progress"
+	KeepLiveWriter      Reason = "newer than _latest and saved by the writer _writer names: it may still move a pointer to it"
 )
 
 // Reasons to delete.
@@ -49,6 +50,8 @@ type Deletion struct {
 	Reason Reason `json:"reason"`
 	// Checkpoint is the id the object belongs to ("" for a shared file).
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// etag is a record's ETag as read: it is deleted only if unchanged.
+	etag string
 }
 
 // listedCheckpoint is what a listing of checkpoints/<id>/ found.
@@ -59,6 +62,19 @@ type listedCheckpoint struct {
 	hasRecord  bool
 	objects    []blobstore.ObjectInfo // every object under checkpoints/<id>/
 	newest     time.Time
+	epochs     map[uint64]bool // the writer epochs in its objects' keys
+}
+
+// live reports whether c is the live writer's (epoch) unfinished work:
+// newer than _latest (latest) and saved, or being saved, under epoch.
+func (c *listedCheckpoint) live(epoch uint64, latest string) bool {
+	if epoch == 0 || (latest != "" && c.id <= latest) {
+		return false
+	}
+	if c.record != nil {
+		return c.record.Epoch == epoch
+	}
+	return c.epochs[epoch]
 }
 
 // inventory is everything a GC run reads before it decides.
@@ -71,6 +87,10 @@ type inventory struct {
 
 	remote      []blobstore.ObjectInfo // under RemotePrefix
 	writerEpoch uint64                 // the epoch _writer held before the listing (0: none)
+	// otherWriter is writerEpoch when this GC is not run by that writer
+	// (0 otherwise): its unfinished work is then left alone. The writer's
+	// own GC holds the lock its saves take, and decides by Grace.
+	otherWriter uint64
 	// live is the writer's own view of its remote-mode state (UseRemote),
 	// nil when this GC is not run by the writer of writerEpoch with one.
 	live *liveRemote
@@ -82,6 +102,7 @@ type inventory struct {
 type gcPlan struct {
 	verdicts  []Verdict  // one per checkpoint, ascending id
 	deletions []Deletion // in execution order
+	records   int        // deletions[:records] are records, the rest files and pins
 	// sharedUnknown is set when a retained record could not be read:
 	// what it references is unknown, so no shared or remote file is
 	// deleted.
@@ -137,7 +158,7 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 	referenced := map[string]bool{}
 	var drops []*listedCheckpoint
 	for _, c := range inv.checkpoints {
-		keep, reason := verdict(c, now, opts, L, inv.latest, pinned[c.id], newest[c.id])
+		keep, reason := verdict(c, now, opts, L, inv.latest, pinned[c.id], newest[c.id], c.live(inv.otherWriter, inv.latest))
 		p.verdicts = append(p.verdicts, Verdict{ID: c.id, Keep: keep, Reason: reason})
 		if !keep {
 			drops = append(drops, c)
@@ -170,11 +191,17 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 			}
 		}
 	}
+	reasonOf := func(c *listedCheckpoint) Reason {
+		return p.verdicts[slices.IndexFunc(p.verdicts, func(v Verdict) bool { return v.ID == c.id })].Reason
+	}
 	for _, c := range drops {
-		reason := p.verdicts[slices.IndexFunc(p.verdicts, func(v Verdict) bool { return v.ID == c.id })].Reason
 		if c.hasRecord {
-			p.deletions = append(p.deletions, Deletion{Key: c.recordInfo.Key, Size: c.recordInfo.Size, Reason: reason, Checkpoint: c.id})
+			p.deletions = append(p.deletions, Deletion{Key: c.recordInfo.Key, Size: c.recordInfo.Size, Reason: reasonOf(c), Checkpoint: c.id, etag: c.recordInfo.ETag})
 		}
+	}
+	p.records = len(p.deletions)
+	for _, c := range drops {
+		reason := reasonOf(c)
 		for _, o := range c.objects {
 			if c.hasRecord && o.Key == c.recordInfo.Key {
 				continue
@@ -184,7 +211,7 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 	}
 	if !p.sharedUnknown {
 		for _, o := range inv.shared {
-			if !referenced[o.Key] && age(now, o.ModTime) >= opts.Grace {
+			if !referenced[o.Key] && age(now, o.ModTime) >= opts.Grace && !liveUpload(o.Key, inv) {
 				p.deletions = append(p.deletions, Deletion{Key: o.Key, Size: o.Size, Reason: DropUnreferenced})
 			}
 		}
@@ -214,7 +241,7 @@ func planGC(inv inventory, now time.Time, opts Options) gcPlan {
 }
 
 // verdict applies the retention rules to one checkpoint (see planGC).
-func verdict(c *listedCheckpoint, now time.Time, opts Options, latestCompleted, latest string, pinned, newest bool) (keep bool, why Reason) {
+func verdict(c *listedCheckpoint, now time.Time, opts Options, latestCompleted, latest string, pinned, newest, live bool) (keep bool, why Reason) {
 	switch {
 	case pinned:
 		return true, KeepPinned
@@ -226,6 +253,8 @@ func verdict(c *listedCheckpoint, now time.Time, opts Options, latestCompleted, 
 		return true, KeepNewest
 	case c.hasRecord && c.record == nil:
 		return true, KeepUnreadable
+	case live:
+		return true, KeepLiveWriter
 	case !c.hasRecord:
 		if age(now, c.newest) < opts.Grace {
 			return true, KeepInProgress
@@ -241,6 +270,14 @@ func verdict(c *listedCheckpoint, now time.Time, opts Options, latestCompleted, 
 	default:
 		return false, DropAbandoned
 	}
+}
+
+// liveUpload reports whether the shared file at key was uploaded by the
+// live writer (inventory.otherWriter) for a checkpoint newer than
+// _latest: a save in progress, or one whose record no pointer names yet.
+func liveUpload(key string, inv inventory) bool {
+	id, epoch, ok := sharedOrigin(key)
+	return ok && inv.otherWriter != 0 && epoch == inv.otherWriter && (inv.latest == "" || id > inv.latest)
 }
 
 // keepLiveWriter is remoteVerdict's reason to keep an object of the

@@ -42,6 +42,11 @@ func TestPlanGCRules(t *testing.T) {
 		c.objects = append(c.objects, objs...)
 		return c
 	}
+	// orphanOf marks the keys of c (no record) as written under epoch e.
+	orphanOf := func(c *listedCheckpoint, e uint64) *listedCheckpoint {
+		c.epochs = map[uint64]bool{e: true}
+		return c
+	}
 	shared := func(n uint64, at time.Time) blobstore.ObjectInfo {
 		return blobstore.ObjectInfo{Key: sharedKey(id(n), 1, "op", "1.sst"), Size: 5, ModTime: at}
 	}
@@ -124,6 +129,24 @@ func TestPlanGCRules(t *testing.T) {
 			want: map[string]Reason{id(1): KeepLatestCompleted},
 			deleted: map[string]Reason{
 				privateKey(id(1), 2, "op", "MANIFEST"): DropLeftover,
+			},
+		},
+		{
+			name: "run by anyone but the live writer, its work newer than _latest is kept whatever its age, with the tables it uploaded",
+			inv: inventory{checkpoints: []*listedCheckpoint{cp(1, done, old), cp(2, prep, old), orphanOf(cp(3, "", old), 1)},
+				shared: []blobstore.ObjectInfo{shared(3, old)}, latest: id(1), latestCompleted: id(1), writerEpoch: 1, otherWriter: 1},
+			want: map[string]Reason{id(1): KeepLatestCompleted, id(2): KeepLiveWriter, id(3): KeepLiveWriter},
+		},
+		{
+			name: "a dead writer's work newer than _latest goes after Grace: the live writer is another epoch",
+			inv: inventory{checkpoints: []*listedCheckpoint{cp(1, done, old), cp(2, prep, old), orphanOf(cp(3, "", old), 1)},
+				shared: []blobstore.ObjectInfo{shared(3, old)}, latest: id(1), latestCompleted: id(1), writerEpoch: 2, otherWriter: 2},
+			want: map[string]Reason{id(1): KeepLatestCompleted, id(2): DropStale, id(3): DropOrphan},
+			deleted: map[string]Reason{
+				recordKey(id(2)):                       DropStale,
+				privateKey(id(2), 1, "op", "MANIFEST"): DropStale,
+				privateKey(id(3), 1, "op", "MANIFEST"): DropOrphan,
+				sharedKey(id(3), 1, "op", "1.sst"):     DropUnreferenced,
 			},
 		},
 		{
@@ -237,7 +260,7 @@ func TestPlanGCRules(t *testing.T) {
 			got := map[string]Reason{}
 			for _, v := range p.verdicts {
 				got[v.ID] = v.Reason
-				if v.Keep != slices.Contains([]Reason{KeepPinned, KeepLatestCompleted, KeepLatest, KeepNewest, KeepUnreadable, KeepInProgress}, v.Reason) {
+				if v.Keep != slices.Contains([]Reason{KeepPinned, KeepLatestCompleted, KeepLatest, KeepNewest, KeepUnreadable, KeepInProgress, KeepLiveWriter}, v.Reason) {
 					t.Errorf("%s: keep=%v with reason %q", v.ID, v.Keep, v.Reason)
 				}
 			}

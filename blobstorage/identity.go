@@ -5,20 +5,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
-// ErrForeignStore is returned (wrapped) by Acquire and GC on a prefix that
-// holds data that is not Tidemark's and no identity mark (see the package
-// documentation): nothing is written or deleted there.
+// ErrForeignStore is returned (wrapped) by Acquire, CheckStore and GC on
+// a prefix that is not a Tidemark store (see the package documentation,
+// "Store identity"): nothing is written or deleted there.
 var ErrForeignStore = errors.New("not a Tidemark store: the prefix holds other data and no _tidemark mark")
 
 // ErrNoStore is returned (wrapped) by CheckStore on a prefix that holds
-// nothing at all: no mark, no key of Tidemark's layout. A tool that must
-// not create a store (gc) refuses it rather than mark it by taking the
-// writer role.
+// nothing at all. A tool that must not create a store (gc) refuses it
+// rather than mark it by taking the writer role.
 var ErrNoStore = errors.New("no Tidemark store: the prefix holds no _tidemark mark and no checkpoints")
 
 // markRecord is the content of _tidemark.
@@ -28,66 +30,106 @@ type markRecord struct {
 	Writer  string    `json:"writer"`
 }
 
-// identity reports whether the store is marked, and, when it is not,
-// whether it holds only Tidemark's keys (so that it may be marked). A
-// foreign store is ErrForeignStore naming one of its keys. The listing
-// stops at the first foreign key.
-func (s *Storage) identity(ctx context.Context) (marked bool, err error) {
+// storeIdentity is what identity found.
+type storeIdentity int
+
+const (
+	storeMarked  storeIdentity = iota + 1 // holds _tidemark
+	storeEmpty                            // holds nothing
+	storeAdopted                          // unmarked, but Tidemark's by its grammar
+)
+
+// identity tells a Tidemark store from anything else, writing nothing.
+// A marked store is Tidemark's. An unmarked one (written before marks
+// existed) is Tidemark's only when every key parses under the layout
+// grammar (parseKey) and at least one record or savepoint is valid; an
+// empty one is storeEmpty. Anything else is ErrForeignStore naming why.
+func (s *Storage) identity(ctx context.Context) (storeIdentity, error) {
 	ok, err := s.bs.Exists(ctx, keyMark)
 	if err != nil {
-		return false, fmt.Errorf("check %s: %w", keyMark, err)
+		return 0, fmt.Errorf("check %s: %w", keyMark, err)
 	}
 	if ok {
-		return true, nil
+		return storeMarked, nil
 	}
+	var records, savepoints []string
+	n := 0
 	for o, err := range s.bs.List(ctx, "") {
 		if err != nil {
-			return false, fmt.Errorf("check the store is Tidemark's: %w", err)
+			return 0, fmt.Errorf("check the store is Tidemark's: %w", err)
 		}
-		if KeyClass(o.Key) == "other" {
-			return false, fmt.Errorf("%w (found %q): point the store URL at a job's own prefix, or at an empty one", ErrForeignStore, o.Key)
+		p, ok := parseKey(o.Key, s.opts.Classify)
+		if !ok {
+			return 0, fmt.Errorf("%w (found %q, which is not a key of Tidemark's layout): point the store URL at a job's own prefix, or at an empty one", ErrForeignStore, o.Key)
+		}
+		if p.kind != kindProbe { // a writer probing an empty prefix, about to mark it
+			n++
+		}
+		switch p.kind {
+		case kindRecord:
+			records = append(records, p.id)
+		case kindSavepoint:
+			savepoints = append(savepoints, o.Key)
 		}
 	}
-	return false, nil
+	if n == 0 {
+		return storeEmpty, nil
+	}
+	for _, id := range records {
+		if _, err := s.readRecord(ctx, id); err == nil {
+			return storeAdopted, nil
+		} else if ctx.Err() != nil {
+			return 0, err
+		}
+	}
+	for _, key := range savepoints {
+		if s.validSavepoint(ctx, key) {
+			return storeAdopted, nil
+		} else if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+	return 0, fmt.Errorf("%w (no _tidemark mark and no valid checkpoint record or savepoint among its %d keys)", ErrForeignStore, n)
 }
 
-// CheckStore reports whether the prefix holds a Tidemark store, without
-// writing anything: nil when it is marked or holds keys of Tidemark's
-// layout (a store written before marks existed, or one holding only
-// savepoints), ErrNoStore when it holds nothing, ErrForeignStore when the
-// first key it lists is not Tidemark's. It lists no further than the first
-// key, so it is cheap on a large store; Acquire and GC still check the
-// whole prefix for foreign keys before they write or delete.
+// validSavepoint reports whether key names a savepoint whose manifest
+// reads, in either format (package savepoint reads only the manifest
+// and takes no lock).
+func (s *Storage) validSavepoint(ctx context.Context, key string) bool {
+	label, ok := strings.CutPrefix(key, checkpoint.SavepointPrefix)
+	if !ok {
+		return false
+	}
+	_, _, err := savepoint.ReadManifest(ctx, s.bs, label, savepoint.Options{})
+	return err == nil
+}
+
+// CheckStore reports, writing nothing, whether the prefix holds a Tidemark
+// store: nil when it is marked or Tidemark's by its grammar (see
+// identity), ErrNoStore when it holds nothing, ErrForeignStore otherwise.
+// A marked store costs one request; an unmarked one a full listing.
 //
 // A job takes the writer role on an empty prefix to create its store;
-// tools that only operate on an existing one (gc) call CheckStore first,
-// so that a mistyped prefix is an error rather than a new, empty store.
+// tools that only operate on an existing one (gc, savepoint rm) call
+// CheckStore first, so that a mistyped prefix is an error rather than a
+// new, empty store, and a user's folder is never touched.
 func (s *Storage) CheckStore(ctx context.Context) error {
-	ok, err := s.bs.Exists(ctx, keyMark)
+	id, err := s.identity(ctx)
 	if err != nil {
-		return fmt.Errorf("check %s: %w", keyMark, err)
+		return err
 	}
-	if ok {
-		return nil
+	if id == storeEmpty {
+		return ErrNoStore
 	}
-	for o, err := range s.bs.List(ctx, "") {
-		if err != nil {
-			return fmt.Errorf("check the store is Tidemark's: %w", err)
-		}
-		if KeyClass(o.Key) == "other" {
-			return fmt.Errorf("%w (found %q): point the store URL at a job's own prefix", ErrForeignStore, o.Key)
-		}
-		return nil
-	}
-	return ErrNoStore
+	return nil
 }
 
-// ensureMarked marks the store as Tidemark's if it is not yet, after
-// checking that it holds nothing else. Called by Acquire before its first
-// write.
+// ensureMarked marks the store as Tidemark's if it is not yet: an empty
+// prefix (a new store) or one Tidemark's by its grammar. Called by
+// Acquire before its first write.
 func (s *Storage) ensureMarked(ctx context.Context) error {
-	marked, err := s.identity(ctx)
-	if err != nil || marked {
+	id, err := s.identity(ctx)
+	if err != nil || id == storeMarked {
 		return err
 	}
 	body := encodeJSON(markRecord{Format: 1, Created: time.Now().UTC(), Writer: s.opts.WriterName})

@@ -298,8 +298,9 @@ func countRemote(refs map[string][]RemoteRef) (n int, bytes int64) {
 
 // remoteArchiveFiles returns the archive entries of rec's remote objects,
 // each path being the object's key, hashed by reading each object once
-// (in parallel). The size read must be the recorded one.
-func (s *Storage) remoteArchiveFiles(ctx context.Context, rec *Record) ([]archive.File, error) {
+// (in parallel) unless known (if not nil) has its digest. The size read
+// must be the recorded one.
+func (s *Storage) remoteArchiveFiles(ctx context.Context, rec *Record, known func(string, int64) (string, bool)) ([]archive.File, error) {
 	var files []archive.File
 	for _, owner := range sortedOwners(rec.Remote) {
 		for _, r := range rec.Remote[owner] {
@@ -316,6 +317,12 @@ func (s *Storage) remoteArchiveFiles(ctx context.Context, rec *Record) ([]archiv
 	g.SetLimit(s.opts.Concurrency)
 	for i := range files {
 		f := &files[i]
+		if known != nil {
+			if d, ok := known(f.Path, f.Size); ok {
+				f.SHA256 = d
+				continue
+			}
+		}
 		g.Go(func() error {
 			rc, err := s.files.Get(gctx, f.Path)
 			if err != nil {

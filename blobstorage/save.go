@@ -84,6 +84,25 @@ func (c *fileCache) settle(committed map[string]bool) {
 	}
 }
 
+// keepReferenced forgets every identity whose key rec does not reference:
+// a later Save then reuses only files of the last record written, which
+// any GC keeps while its writer is live (see planGC).
+func (c *fileCache) keepReferenced(rec *Record) {
+	keys := map[string]bool{}
+	for _, files := range rec.Files {
+		for _, f := range files {
+			keys[f.Key] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, f := range c.m {
+		if !keys[f.key] {
+			delete(c.m, id)
+		}
+	}
+}
+
 // dropKeys forgets every identity whose content lives at a key in keys
 // (GC deleted them).
 func (c *fileCache) dropKeys(keys map[string]bool) {
@@ -226,6 +245,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	// Cache the uploaded immutable files only now: a failed Save may have
 	// uploaded some, but they are not worth trusting across a failure.
 	s.rememberUploads(files, s.epoch, false)
+	s.cache.keepReferenced(rec)
 	s.noteCommittedLocked(rec)
 	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
@@ -375,8 +395,10 @@ func (s *Storage) uploadFiles(ctx context.Context, files []*localFile, epoch uin
 // reuse returns the FileRef of f's content already in the store, if the
 // cache knows it. A key not yet verified under epoch is Stat'ed once: it
 // may come from a Restore, and a previous writer's GC may have deleted it
-// since; after our Acquire only our own GC deletes, and it drops what it
-// deletes from the cache. A Worker's cache does not hear of the writer's
+// since. After our Acquire a Storage's cache holds only what the last
+// record it wrote references (keepReferenced), which no GC deletes while
+// we are the writer (see planGC); our own GC also drops what it deletes
+// from the cache. A Worker's cache does not hear of the writer's
 // GC: it passes a maxAge, after which a key is Stat'ed again.
 func (s *Storage) reuse(ctx context.Context, f *localFile, epoch uint64, maxAge time.Duration) (FileRef, bool, error) {
 	fid, ok := fileIdentOf(f.info)

@@ -29,8 +29,8 @@ const (
 	DefaultPinTTL      = time.Hour
 )
 
-// ErrNotWriter is returned (wrapped) by Save, UpdateStatus and GC (other
-// than a dry run) of a Storage on which Acquire was never called.
+// ErrNotWriter is returned (wrapped) by Save and UpdateStatus of a
+// Storage on which Acquire was never called (GC needs no writer role).
 var ErrNotWriter = errors.New("not the writer: call Acquire first")
 
 // Options configure a Storage. The zero value is usable: every
@@ -191,8 +191,8 @@ type Storage struct {
 	localDir string
 	opts     Options
 
-	// mu serialises the writes (Acquire, Save, UpdateStatus, GC): GC must
-	// never delete a shared file that a concurrent Save decided to reuse.
+	// mu serialises the writes (Acquire, Save, UpdateStatus, GC): the
+	// writer's own GC never runs beside its own Save (see planGC).
 	mu         sync.Mutex
 	probed     bool              // the store's conditional writes were checked
 	epoch      uint64            // 0: Acquire not called
@@ -301,7 +301,36 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 // getBytes reads a record, a part or a pointer, refusing one over
 // checkpoint.MaxRecordBytes before holding more than that: whoever can
 // write to the store can make any of them huge.
-func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
+//
+// A read that fails its checksum is tried again, after a short pause:
+// these objects are replaced while others read them (a pointer moved, a
+// record's status), and a server that does not read atomically can pair
+// the new object's checksum with the old one's bytes (versitygw v1.8.0
+// did in 2 of 3 GETs racing a PUT of the key). A damaged object fails
+// every attempt.
+func (s *Storage) getBytes(ctx context.Context, key string) (b []byte, err error) {
+	pause := 10 * time.Millisecond
+	for i := 1; ; i++ {
+		b, err = s.getBytesOnce(ctx, key)
+		if !errors.Is(err, blobstore.ErrChecksum) || i == smallReadAttempts {
+			return b, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		pause *= 2
+	}
+}
+
+// smallReadAttempts is how often getBytes reads an object that fails its
+// checksum (pauses of 10, 20, 40… ms between).
+const smallReadAttempts = 6
+
+func (s *Storage) getBytesOnce(ctx context.Context, key string) ([]byte, error) {
 	rc, err := s.bs.Get(ctx, key)
 	if err != nil {
 		return nil, err

@@ -31,8 +31,8 @@ func TestBlobStorageWritesNeedAcquire(t *testing.T) {
 	if err := s.UpdateStatus(ctx, d.ID, checkpoint.StatusCompleted); !errors.Is(err, ErrNotWriter) {
 		t.Errorf("UpdateStatus = %v, want ErrNotWriter", err)
 	}
-	if _, err := s.GC(ctx, GCOptions{}); !errors.Is(err, ErrNotWriter) {
-		t.Errorf("GC = %v, want ErrNotWriter", err)
+	if _, err := s.GC(ctx, GCOptions{}); err != nil {
+		t.Errorf("GC = %v; GC needs no writer role (and an empty store holds nothing to delete)", err)
 	}
 	if got, err := s.Load(ctx); got != nil || err != nil {
 		t.Errorf("Load = %v, %v; loads need no writer role", got, err)

@@ -88,6 +88,16 @@ type UploadAborter interface {
 	AbortIncompleteUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error)
 }
 
+// ConditionalDeleter is implemented by a store that can delete an object
+// only while it still has a given ETag (S3's DeleteObject with If-Match).
+// DeleteIfMatch fails with ErrPreconditionFailed when the object has
+// another ETag and with ErrNotFound when it is absent. A decorator that
+// cannot reach such a store returns an error wrapping errors.ErrUnsupported.
+// GC uses it so that an object rewritten after it was planned is kept.
+type ConditionalDeleter interface {
+	DeleteIfMatch(ctx context.Context, key, etag string) error
+}
+
 // ErrConditionsIgnored is wrapped by the error of a Prober whose endpoint
 // accepts conditional-write headers but does not enforce them.
 var ErrConditionsIgnored = errors.New("blobstore: endpoint ignores conditional writes")

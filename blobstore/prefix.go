@@ -2,6 +2,7 @@ package blobstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -55,6 +56,22 @@ func (p *prefixed) AbortIncompleteUploads(ctx context.Context, prefix string, ol
 		return 0, nil
 	}
 	return a.AbortIncompleteUploads(ctx, p.prefix+prefix, olderThan)
+}
+
+// DeleteIfMatch deletes key within this store's prefix if the store
+// underneath can (ConditionalDeleter); otherwise it fails with an error
+// wrapping errors.ErrUnsupported. It is implemented here rather than
+// reached through Unwrap because its argument is a key.
+func (p *prefixed) DeleteIfMatch(ctx context.Context, key, etag string) error {
+	k, err := p.key(key)
+	if err != nil {
+		return err
+	}
+	c, ok := As[ConditionalDeleter](p.bs)
+	if !ok {
+		return fmt.Errorf("blobstore: delete if match %q: %w", key, errors.ErrUnsupported)
+	}
+	return c.DeleteIfMatch(ctx, k, etag)
 }
 
 func (p *prefixed) key(k string) (string, error) {

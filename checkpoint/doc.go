@@ -146,17 +146,20 @@
 // ArchiveCheckpoint writes a checkpoint — record and a real copy of each
 // state directory under state/<owner>/… — as a portable, checksummed
 // archive (package archive); ExtractCheckpoint materializes one into a
-// Storage as its latest completed checkpoint. Savepoints are such archives
-// stored under SavepointKey(label) = "savepoints/<label>" in a Blobstore:
-// CreateSavepoint streams the latest completed checkpoint into the store
-// without a temporary copy, RestoreSavepoint extracts it into another
-// Storage, ListSavepoints and DeleteSavepoint manage them, and
-// CopySavepoint streams one to another Blobstore (another bucket, region,
-// or a filesystem) verifying every digest on the way. A label is a single
-// key segment (ValidateLabel). CreateSavepoint and CopySavepoint replace a
-// savepoint of the label; CreateNewSavepoint and CopyNewSavepoint write
-// with PutIfAbsent and fail with ErrSavepointExists instead, changing
-// nothing, and a new label must pass the stricter ValidateNewLabel.
+// Storage as its latest completed checkpoint. Savepoints live under
+// SavepointKey(label) = "savepoints/<label>" in a Blobstore, stored by
+// content (package savepoint): CreateSavepoint uploads only the files the
+// store's savepoint area lacks, RestoreSavepoint extracts one into another
+// Storage, CopySavepoint sends one to another Blobstore (another bucket,
+// region, or a filesystem) sending only what it lacks and verifying every
+// digest, DeleteSavepoint frees only what no other savepoint uses, and
+// ExportSavepoint and ImportSavepoint write and read the portable archive.
+// Savepoints stored whole as one archive, before the savepoint area, are
+// read by all of them. A label is a single key segment (ValidateLabel).
+// CreateSavepoint and CopySavepoint replace a savepoint of the label;
+// CreateNewSavepoint and CopyNewSavepoint write its manifest with
+// PutIfAbsent and fail with ErrSavepointExists instead, changing no
+// savepoint, and a new label must pass the stricter ValidateNewLabel.
 //
 // # Errors
 //

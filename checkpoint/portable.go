@@ -28,6 +28,13 @@ type archiveSource interface {
 	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
 }
 
+// knowingArchiveSource is an archiveSource that can take the digests of
+// the remote objects of state in remote mode from an earlier savepoint
+// instead of reading each to hash it (blobstorage.Storage).
+type knowingArchiveSource interface {
+	ArchiveFilesKnowing(ctx context.Context, id string, known func(key string, size int64) (string, bool)) ([]archive.File, archive.OpenFunc, error)
+}
+
 // ArchiveCheckpoint writes a self-contained archive (package archive) of
 // checkpoint id — its JSON record plus a real copy of every per-owner
 // state directory, as state/<owner>/… — to w. A blobstorage.Storage adds the
@@ -40,31 +47,50 @@ type archiveSource interface {
 // nobody proved. Owner ids must be single key segments and state paths
 // must stay inside src.StateDir(id).
 func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer) error {
+	m, open, err := archiveFiles(ctx, src, id, nil)
+	if err != nil {
+		return err
+	}
+	if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
+		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+	}
+	return nil
+}
+
+// archiveFiles returns the manifest of checkpoint id's archive (see
+// ArchiveCheckpoint) and an OpenFunc serving its files, unchecked (the
+// archive writer or the savepoint area checks them as they stream).
+// known, if not nil, gives remote objects' digests already known.
+func archiveFiles(ctx context.Context, src Storage, id string, known func(key string, size int64) (string, bool)) (*archive.Manifest, archive.OpenFunc, error) {
 	cp, err := src.LoadSpecific(ctx, id)
 	if err != nil {
-		return fmt.Errorf("checkpoint: archive: %w", err)
+		return nil, nil, fmt.Errorf("checkpoint: archive: %w", err)
 	}
 	if !cp.Completed() {
-		return fmt.Errorf("checkpoint: archive %q: status %q is not completed", id, cp.Status)
+		return nil, nil, fmt.Errorf("checkpoint: archive %q: status %q is not completed", id, cp.Status)
 	}
 	if err := ValidateStateDirs(cp.StateDirs); err != nil {
-		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+		return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 	}
 	rec, err := json.Marshal(cp)
 	if err != nil {
-		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+		return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 	}
 	m := &archive.Manifest{Version: archive.FormatVersion, Record: rec}
 	if as, ok := src.(archiveSource); ok { // BlobStorage: stream from the store, no local copy needed
-		files, open, err := as.ArchiveFiles(ctx, id)
+		var files []archive.File
+		var open archive.OpenFunc
+		var err error
+		if ks, ok := src.(knowingArchiveSource); ok && known != nil {
+			files, open, err = ks.ArchiveFilesKnowing(ctx, id, known)
+		} else {
+			files, open, err = as.ArchiveFiles(ctx, id)
+		}
 		if err != nil {
-			return fmt.Errorf("checkpoint: archive %q: %w", id, err)
+			return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 		}
 		m.Files = files
-		if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
-			return fmt.Errorf("checkpoint: archive %q: %w", id, err)
-		}
-		return nil
+		return m, open, nil
 	}
 	openers := map[string]archive.OpenFunc{}
 	owners := slices.Sorted(maps.Keys(cp.StateDirs))
@@ -73,7 +99,7 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 		prefix := archive.StatePrefix + owner
 		files, err := archive.DirFiles(ctx, dir, prefix)
 		if err != nil {
-			return fmt.Errorf("checkpoint: archive %q: owner %q: %w", id, owner, err)
+			return nil, nil, fmt.Errorf("checkpoint: archive %q: owner %q: %w", id, owner, err)
 		}
 		m.Files = append(m.Files, files...)
 		openers[owner] = archive.DirOpener(dir, prefix)
@@ -86,10 +112,7 @@ func ArchiveCheckpoint(ctx context.Context, src Storage, id string, w io.Writer)
 		}
 		return o(ctx, p)
 	}
-	if err := archive.Write(ctx, w, m, open, archive.WriteOptions{}); err != nil {
-		return fmt.Errorf("checkpoint: archive %q: %w", id, err)
-	}
-	return nil
+	return m, open, nil
 }
 
 // ExtractCheckpoint reads an archive produced by ArchiveCheckpoint and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // Blobstore is the object-store abstraction savepoints (and object-store
@@ -21,8 +22,9 @@ type Blobstore = blobstore.Blobstore
 // is the same sentinel as blobstore.ErrNotFound.
 var ErrBlobNotFound = blobstore.ErrNotFound
 
-// SavepointPrefix is the blobstore key prefix under which savepoints live.
-const SavepointPrefix = "savepoints/"
+// SavepointPrefix is the blobstore key prefix under which savepoints live
+// (savepoint.LabelPrefix; their content lives in savepoint.AreaPrefix).
+const SavepointPrefix = savepoint.LabelPrefix
 
 // Sentinel errors of savepoints.
 var (
@@ -38,7 +40,7 @@ var (
 // SavepointKey returns the blobstore key for a named savepoint:
 // SavepointPrefix + label. It does not validate label; every function
 // that uses a label calls ValidateLabel first.
-func SavepointKey(label string) string { return SavepointPrefix + label }
+func SavepointKey(label string) string { return savepoint.LabelKey(label) }
 
 // ValidateLabel reports whether label can name a savepoint: exactly one
 // key segment (no '/', not "." or "..", no control characters, valid
@@ -58,17 +60,17 @@ func ValidateLabel(label string) error {
 	return nil
 }
 
-// CreateSavepoint archives the latest completed checkpoint in src and
-// stores it in bs under SavepointKey(label), replacing any savepoint of
-// that label. This is the promotion half of a stop-with-savepoint: the job
-// has drained and written its final checkpoint, and here that checkpoint
-// is copied into durable, named, never-GC'd storage the operator can
-// restart from.
+// CreateSavepoint stores the latest completed checkpoint in src as
+// savepoint label of bs, replacing any savepoint of that label. This is
+// the promotion half of a stop-with-savepoint: the job has drained and
+// written its final checkpoint, and here that checkpoint is copied into
+// durable, named, never-GC'd storage the operator can restart from.
 //
-// The archive is streamed into bs.Put through a pipe: no temporary copy,
-// memory bounded by the store's Put. If writing the archive fails, the
-// Put's reader returns that error, so no partial savepoint becomes
-// visible.
+// The savepoint is stored incrementally (package savepoint): each file's
+// content once, by SHA-256, in bs's savepoint area, uploading only what
+// the area lacks, each upload checked against its digest; its manifest is
+// published last, so no partial savepoint becomes visible. It holds every
+// file of the checkpoint and verifies on its own.
 //
 // Returns the checkpoint ID that was promoted. Errors wrapping
 // ErrNoCompleted if src has no completed checkpoint.
@@ -76,43 +78,52 @@ func CreateSavepoint(ctx context.Context, src Storage, bs Blobstore, label strin
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: create savepoint: %w", err)
 	}
-	return createSavepoint(ctx, src, bs, label, putReplacing)
+	id, _, err := createSavepoint(ctx, src, bs, label, savepoint.Options{Replace: true})
+	return id, err
 }
 
-// createSavepoint is CreateSavepoint for a validated label, writing with
-// put (putReplacing or putIfAbsent).
-func createSavepoint(ctx context.Context, src Storage, bs Blobstore, label string, put putFunc) (string, error) {
+// CreateSavepointWith is CreateSavepoint (opts.Replace) or
+// CreateNewSavepoint (not), with the options of package savepoint, and
+// returns what it stored and uploaded too.
+func CreateSavepointWith(ctx context.Context, src Storage, bs Blobstore, label string, opts savepoint.Options) (string, savepoint.Stats, error) {
+	validate := ValidateNewLabel
+	if opts.Replace {
+		validate = ValidateLabel
+	}
+	if err := validate(label); err != nil {
+		return "", savepoint.Stats{}, fmt.Errorf("checkpoint: create savepoint: %w", err)
+	}
+	return createSavepoint(ctx, src, bs, label, opts)
+}
+
+// createSavepoint is CreateSavepointWith for a validated label.
+func createSavepoint(ctx context.Context, src Storage, bs Blobstore, label string, opts savepoint.Options) (string, savepoint.Stats, error) {
 	cp, err := src.LoadLatestCompleted(ctx)
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, err)
+		return "", savepoint.Stats{}, fmt.Errorf("checkpoint: create savepoint %q: %w", label, err)
 	}
 	if cp == nil {
-		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, ErrNoCompleted)
+		return "", savepoint.Stats{}, fmt.Errorf("checkpoint: create savepoint %q: %w", label, ErrNoCompleted)
 	}
-	pr, pw := io.Pipe()
-	werr := make(chan error, 1)
-	go func() {
-		err := ArchiveCheckpoint(ctx, src, cp.ID, pw)
-		// A failed archive reaches Put as a read error, so Put makes
-		// nothing visible; a good one reaches it as EOF.
-		pw.CloseWithError(err)
-		werr <- err
-	}()
-	perr := put(ctx, bs, SavepointKey(label), pr)
-	// If Put stopped reading early, unblock the archive writer.
-	pr.CloseWithError(errors.New("checkpoint: savepoint upload ended"))
-	aerr := <-werr
-	if perr != nil {
-		if aerr != nil && !errors.Is(perr, aerr) {
-			perr = errors.Join(perr, aerr)
+	// Remote objects are immutable under names never reused: the digests
+	// the newest savepoint recorded spare reading them again to hash.
+	var known func(string, int64) (string, bool)
+	if _, ok := src.(knowingArchiveSource); ok {
+		k := savepoint.KnownDigests(ctx, bs, archive.RemotePrefix, opts)
+		known = func(key string, size int64) (string, bool) {
+			f, ok := k[key]
+			return f.SHA256, ok && f.Size == size
 		}
-		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, perr)
 	}
-	if aerr != nil { // Put succeeded without the archive's error: cannot trust it
-		_ = bs.Delete(ctx, SavepointKey(label))
-		return "", fmt.Errorf("checkpoint: create savepoint %q: %w", label, aerr)
+	m, open, err := archiveFiles(ctx, src, cp.ID, known)
+	if err != nil {
+		return "", savepoint.Stats{}, fmt.Errorf("checkpoint: create savepoint %q: %w", label, err)
 	}
-	return cp.ID, nil
+	st, err := savepoint.Put(ctx, bs, label, m, open, opts)
+	if err != nil {
+		return "", st, fmt.Errorf("checkpoint: create savepoint %q: %w", label, exists(err))
+	}
+	return cp.ID, st, nil
 }
 
 // ListSavepoints returns the labels of all savepoints in bs, in
@@ -136,6 +147,9 @@ func ListSavepoints(ctx context.Context, bs Blobstore) ([]string, error) {
 // it dst's latest completed checkpoint so the engine resumes from it on
 // the next run (see ExtractCheckpoint for the conditions on dst). Returns
 // the restored checkpoint ID. A missing savepoint wraps ErrBlobNotFound.
+// Savepoints of both formats restore (see package savepoint): each is
+// read as one archive stream and verified completely by
+// ExtractCheckpoint; the savepoint is pinned while it is read.
 //
 // Onto a blobstorage.Storage, call its Acquire first: saving the record
 // needs the writer role, and taking it fences the job running there, if
@@ -161,10 +175,12 @@ func RestoreSavepointWith(ctx context.Context, dst Storage, bs Blobstore, label 
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint: %w", err)
 	}
-	rc, err := resumingReads(bs).Get(ctx, SavepointKey(label))
+	sp, err := savepoint.Open(ctx, bs, label, savepoint.Options{})
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, missingSavepoint(err))
 	}
+	defer sp.Close()
+	rc := sp.Archive(ctx)
 	defer rc.Close()
 	id, err := ExtractCheckpointWith(ctx, dst, rc, opts)
 	if err != nil {
@@ -173,160 +189,113 @@ func RestoreSavepointWith(ctx context.Context, dst Storage, bs Blobstore, label 
 	return id, nil
 }
 
-// DeleteSavepoint removes the named savepoint from bs. Deleting a missing
-// savepoint succeeds.
+// DeleteSavepoint removes the named savepoint from bs, and the content of
+// its files that no other savepoint references once older than the grace
+// period (savepoint.Delete: a later delete removes the rest). Deleting a
+// missing savepoint succeeds. While a create, copy or restore holds the
+// savepoint area for longer than savepoint.DefaultLockWait, it fails
+// with savepoint.ErrLocked and changes nothing.
 func DeleteSavepoint(ctx context.Context, bs Blobstore, label string) error {
 	if err := ValidateLabel(label); err != nil {
 		return fmt.Errorf("checkpoint: delete savepoint: %w", err)
 	}
-	if err := bs.Delete(ctx, SavepointKey(label)); err != nil {
+	_, err := savepoint.Delete(ctx, bs, label, savepoint.Options{})
+	if err != nil && !errors.Is(err, ErrBlobNotFound) {
 		return fmt.Errorf("checkpoint: delete savepoint %q: %w", label, err)
 	}
 	return nil
 }
 
-// CopySavepoint streams the named savepoint from src to dst (another
-// bucket, region or filesystem) and verifies it on the way: the bytes are
-// teed into archive.Verify as they pass, and the reader given to dst.Put
-// reports EOF only once the whole archive — manifest, every file's size
-// and SHA-256, end of stream — has been verified. A damaged savepoint
-// makes that reader return the verification error instead, so dst.Put
-// fails and nothing becomes visible in dst. The result is an error
-// wrapping archive.ErrCorrupt. A missing savepoint wraps ErrBlobNotFound.
+// CopySavepoint copies the named savepoint from src to dst (another
+// bucket, region or filesystem), replacing any savepoint of that label
+// in dst. It sends only the content dst lacks, checks every byte sent
+// against its SHA-256, and publishes dst's manifest last, once all its
+// content is there; run again after an interruption, it resends nothing
+// that arrived (savepoint.Copy). A damaged savepoint fails with an error
+// wrapping archive.ErrCorrupt and publishes nothing in dst. A missing
+// savepoint wraps ErrBlobNotFound. A savepoint in today's archive format
+// is stored in dst by content, like any new one.
 func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error {
 	if err := ValidateLabel(label); err != nil {
 		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
 	}
-	return copySavepoint(ctx, src, dst, label, putReplacing)
+	return copySavepoint(ctx, src, dst, label, savepoint.Options{Replace: true})
 }
 
-// copySavepoint is CopySavepoint for a validated label, writing with put.
-func copySavepoint(ctx context.Context, src, dst Blobstore, label string, put putFunc) error {
-	key := SavepointKey(label)
-	rc, err := resumingReads(src).Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, missingSavepoint(err))
-	}
-	defer rc.Close()
-
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		_, err := archive.Verify(ctx, pr, archive.Limits{})
-		if err == nil {
-			// Verify reads to the end; drain whatever a reader variant
-			// left so the writer side never blocks.
-			_, _ = io.Copy(io.Discard, pr)
-		}
-		pr.CloseWithError(err)
-		done <- err
-	}()
-	vr := &verifyingReader{src: rc, pw: pw, done: done}
-	perr := put(ctx, dst, key, vr)
-	// If Put stopped reading early, stop the verifier too.
-	pw.CloseWithError(errors.New("checkpoint: savepoint copy ended"))
-	verr := vr.result()
-	switch {
-	case perr != nil:
-		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, perr)
-	case verr != nil:
-		// Put returned without reading to EOF, so it never saw the
-		// verdict; do not leave an unverified copy behind.
-		_ = dst.Delete(ctx, key)
-		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, verr)
+// copySavepoint is CopySavepoint for a validated label.
+func copySavepoint(ctx context.Context, src, dst Blobstore, label string, opts savepoint.Options) error {
+	if _, err := savepoint.Copy(ctx, src, dst, label, opts); err != nil {
+		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, missingSavepoint(exists(err)))
 	}
 	return nil
 }
 
-// verifyingReader passes src through to its reader while feeding the same
-// bytes to a verifier, and turns the source's EOF into the verifier's
-// verdict.
-type verifyingReader struct {
-	src  io.Reader
-	pw   *io.PipeWriter
-	done <-chan error
-
-	verdict    error
-	haveResult bool
-	err        error // sticky error returned by Read
+// ExportSavepoint writes the named savepoint of bs to w as one portable
+// archive (package archive, a plain POSIX tar that tar -x and sha256sum -c
+// against its manifest accept), every file checked against its digest on
+// the way. The archive must be discarded if it fails.
+func ExportSavepoint(ctx context.Context, bs Blobstore, label string, w io.Writer) error {
+	if err := ValidateLabel(label); err != nil {
+		return fmt.Errorf("checkpoint: export savepoint: %w", err)
+	}
+	sp, err := savepoint.Open(ctx, bs, label, savepoint.Options{})
+	if err != nil {
+		return fmt.Errorf("checkpoint: export savepoint %q: %w", label, missingSavepoint(err))
+	}
+	defer sp.Close()
+	if sp.Format == savepoint.FormatArchive {
+		// Stored whole: check it as it passes, so a damaged one fails.
+		rc := sp.Archive(ctx)
+		defer rc.Close()
+		_, err = archive.Verify(ctx, io.TeeReader(rc, w), archive.Limits{})
+	} else {
+		err = sp.WriteArchive(ctx, w)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: export savepoint %q: %w", label, err)
+	}
+	return nil
 }
 
-func (v *verifyingReader) Read(p []byte) (int, error) {
-	if v.err != nil {
-		return 0, v.err
+// ImportSavepoint stores the archive read from r (ArchiveCheckpoint's
+// format, as ExportSavepoint writes it) as savepoint label of bs,
+// uploading only the content bs lacks (savepoint.Import). The archive is
+// verified completely before the savepoint is published. It never
+// replaces a savepoint: a taken label wraps ErrSavepointExists.
+func ImportSavepoint(ctx context.Context, bs Blobstore, label string, r io.Reader) error {
+	if err := ValidateNewLabel(label); err != nil {
+		return fmt.Errorf("checkpoint: import savepoint: %w", err)
 	}
-	n, err := v.src.Read(p)
-	if n > 0 {
-		if _, werr := v.pw.Write(p[:n]); werr != nil {
-			// The verifier stopped: it refused the archive.
-			if verr := v.result(); verr != nil {
-				werr = verr
-			}
-			v.err = werr
-			return 0, v.err
-		}
+	if _, err := savepoint.Import(ctx, bs, label, r, savepoint.Options{}); err != nil {
+		return fmt.Errorf("checkpoint: import savepoint %q: %w", label, exists(err))
 	}
-	switch {
-	case err == io.EOF:
-		v.pw.Close()
-		if verr := v.result(); verr != nil {
-			v.err = verr
-			return 0, v.err
-		}
-		v.err = io.EOF
-		return n, io.EOF
-	case err != nil:
-		v.pw.CloseWithError(err)
-		v.err = err
-		return n, err
-	}
-	return n, nil
-}
-
-// result waits for and returns the verifier's verdict.
-func (v *verifyingReader) result() error {
-	if !v.haveResult {
-		v.verdict, v.haveResult = <-v.done, true
-	}
-	return v.verdict
-}
-
-// resumingReads returns bs with reads that resume after a connection lost
-// mid-body: a savepoint is one large object, and the archive's digests
-// catch a read that mixed two versions of it.
-func resumingReads(bs Blobstore) Blobstore {
-	return blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)
+	return nil
 }
 
 // missingSavepoint says "no such savepoint" for a store's not-found error
 // (whose key and store details add nothing), and returns other errors as
 // they are.
 func missingSavepoint(err error) error {
-	if errors.Is(err, ErrBlobNotFound) {
+	if errors.Is(err, ErrBlobNotFound) && !errors.Is(err, archive.ErrCorrupt) {
 		return fmt.Errorf("no such savepoint in the store: %w", ErrBlobNotFound)
 	}
 	return err
 }
 
 // SavepointRecord returns the checkpoint record the named savepoint holds
-// (its manifest's), reading no further than the manifest: for CheckJob,
-// and for a tool that says what a savepoint is before restoring it. A
-// record that does not decode wraps archive.ErrCorrupt.
+// (its manifest's, in either format), reading no file and taking no lock
+// (savepoint.ReadManifest): for CheckJob, and for a tool that says what a
+// savepoint is before restoring it. A record that does not decode wraps
+// archive.ErrCorrupt.
 func SavepointRecord(ctx context.Context, bs Blobstore, label string) (*CheckpointData, error) {
 	if err := ValidateLabel(label); err != nil {
 		return nil, fmt.Errorf("checkpoint: savepoint record: %w", err)
 	}
-	rc, err := bs.Get(ctx, SavepointKey(label))
+	m, _, err := savepoint.ReadManifest(ctx, bs, label, savepoint.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: savepoint %q: %w", label, missingSavepoint(err))
 	}
-	defer rc.Close()
-	ar, err := archive.NewReader(ctx, rc, archive.Limits{})
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: savepoint %q: %w", label, err)
-	}
-	defer ar.Close()
-	cp, err := DecodeRecord(ar.Manifest().Record)
+	cp, err := DecodeRecord(m.Record)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: savepoint %q: %w: %w", label, archive.ErrCorrupt, err)
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
-	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // ErrSavepointExists is returned (wrapped, together with
@@ -43,38 +42,32 @@ func ValidateNewLabel(label string) error {
 }
 
 // CreateNewSavepoint is CreateSavepoint that never replaces a savepoint:
-// the archive is written with PutIfAbsent, so if a savepoint of label
-// exists (or another creator wins a race for it) nothing in bs changes
-// and the error wraps ErrSavepointExists. The label must pass
+// its manifest is written with PutIfAbsent, so if a savepoint of label
+// exists (or another creator wins a race for it) no savepoint of bs
+// changes and the error wraps ErrSavepointExists. The label must pass
 // ValidateNewLabel.
 func CreateNewSavepoint(ctx context.Context, src Storage, bs Blobstore, label string) (string, error) {
 	if err := ValidateNewLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: create savepoint: %w", err)
 	}
-	return createSavepoint(ctx, src, bs, label, putIfAbsent)
+	id, _, err := createSavepoint(ctx, src, bs, label, savepoint.Options{})
+	return id, err
 }
 
 // CopyNewSavepoint is CopySavepoint that never replaces a savepoint in
-// dst: the copy is written with PutIfAbsent, so if dst holds a savepoint
-// of label nothing in dst changes and the error wraps
+// dst: the manifest is written with PutIfAbsent, so if dst holds a
+// savepoint of label no savepoint of dst changes and the error wraps
 // ErrSavepointExists.
 func CopyNewSavepoint(ctx context.Context, src, dst Blobstore, label string) error {
 	if err := ValidateLabel(label); err != nil {
 		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
 	}
-	return copySavepoint(ctx, src, dst, label, putIfAbsent)
+	return copySavepoint(ctx, src, dst, label, savepoint.Options{})
 }
 
-// putFunc writes a savepoint's archive.
-type putFunc func(ctx context.Context, bs Blobstore, key string, r io.Reader) error
-
-func putReplacing(ctx context.Context, bs Blobstore, key string, r io.Reader) error {
-	return bs.Put(ctx, key, r)
-}
-
-func putIfAbsent(ctx context.Context, bs Blobstore, key string, r io.Reader) error {
-	_, err := bs.PutIfAbsent(ctx, key, r)
-	if errors.Is(err, blobstore.ErrPreconditionFailed) {
+// exists wraps ErrSavepointExists into a taken label's error.
+func exists(err error) error {
+	if errors.Is(err, savepoint.ErrExists) {
 		return fmt.Errorf("%w: %w", ErrSavepointExists, err)
 	}
 	return err

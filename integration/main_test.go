@@ -17,5 +17,10 @@ func TestMain(m *testing.M) {
 		// A replicator process the drills kill (replication_test.go).
 		os.Exit(replicateChild())
 	}
+	if os.Getenv(copyChildEnv) != "" {
+		// A savepoint copy the test kills mid-way
+		// (savepoint_area_test.go).
+		os.Exit(copyChild())
+	}
 	os.Exit(miniotest.Main(m))
 }

@@ -176,3 +176,21 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	return err
 }
+
+var _ blobstore.ConditionalDeleter = (*Store)(nil)
+
+// DeleteIfMatch deletes key only while its ETag is etag (DeleteObject with
+// If-Match, which AWS S3 has enforced since 2025-09): ErrPreconditionFailed
+// when it differs, ErrNotFound when the key is absent. A server that ignores
+// the header deletes unconditionally, which is what Delete does anyway.
+func (s *Store) DeleteIfMatch(ctx context.Context, key, etag string) error {
+	okey, err := s.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &okey, IfMatch: aws.String(quote(etag))})
+	if err != nil {
+		return s.wrap("delete if match", key, err, true)
+	}
+	return nil
+}

@@ -129,4 +129,26 @@ func RunDecorator(t *testing.T, wrap func(t *testing.T, bs blobstore.Blobstore) 
 			}
 		}
 	})
+	t.Run("ConditionalDeleter", func(t *testing.T) {
+		t.Parallel()
+		base := memstore.New()
+		d, keyPrefix := wrap(t, base)
+		c, ok := blobstore.As[blobstore.ConditionalDeleter](d)
+		if !ok {
+			t.Fatal("As[ConditionalDeleter] through the decorator: not found")
+		}
+		etag, err := base.PutIfAbsent(t.Context(), keyPrefix+"k", strings.NewReader("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DeleteIfMatch(t.Context(), "k", "stale"); !errors.Is(err, blobstore.ErrPreconditionFailed) {
+			t.Fatalf("DeleteIfMatch(stale ETag) = %v, want ErrPreconditionFailed", err)
+		}
+		if err := c.DeleteIfMatch(t.Context(), "k", etag); err != nil {
+			t.Fatalf("DeleteIfMatch through the decorator: %v", err)
+		}
+		if ok, _ := base.Exists(t.Context(), keyPrefix+"k"); ok {
+			t.Fatalf("DeleteIfMatch did not reach %q in the store underneath", keyPrefix+"k")
+		}
+	})
 }

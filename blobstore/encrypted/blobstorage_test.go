@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 const marker = "TIDEMARK-PLAINTEXT-MARKER"
@@ -95,13 +95,13 @@ func checkRestored(t *testing.T, bs blobstore.Blobstore, id string) {
 
 func verifySavepoint(t *testing.T, bs blobstore.Blobstore, label string) {
 	t.Helper()
-	rc, err := bs.Get(t.Context(), checkpoint.SavepointKey(label))
+	sp, err := savepoint.Open(t.Context(), bs, label, savepoint.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
-	if _, err := archive.Verify(t.Context(), rc, archive.Limits{}); err != nil {
-		t.Fatalf("archive.Verify of savepoint %s: %v", label, err)
+	defer sp.Close()
+	if _, err := sp.Verify(t.Context()); err != nil {
+		t.Fatalf("verify savepoint %s: %v", label, err)
 	}
 }
 
@@ -125,8 +125,11 @@ func TestCheckpointThroughEncryptedStore(t *testing.T) {
 	classes := map[string]int{}
 	for _, key := range blobstoretest.ListKeys(t, base, "") {
 		class := blobstorage.KeyClass(key)
+		if c := savepoint.Class(key); c == "content" || c == "lock" {
+			class = "savepoint " + c // the savepoint area (package savepoint's layout)
+		}
 		classes[class]++
-		secret := slices.Contains([]string{"private", "shared", "remote", "savepoint"}, class)
+		secret := slices.Contains([]string{"private", "shared", "remote", "savepoint", "savepoint content"}, class)
 		if encrypted.DefaultEncrypt(key) != secret {
 			t.Errorf("DefaultEncrypt(%q) = %v for a key of class %s", key, !secret, class)
 		}
@@ -138,7 +141,7 @@ func TestCheckpointThroughEncryptedStore(t *testing.T) {
 			t.Errorf("record %s is not plain JSON naming %s", key, id)
 		}
 	}
-	for _, c := range []string{"private", "shared", "savepoint", "record"} {
+	for _, c := range []string{"private", "shared", "savepoint", "savepoint content", "record"} {
 		if classes[c] == 0 {
 			t.Fatalf("no %s key written (%v): the test checks nothing", c, classes)
 		}
@@ -153,6 +156,16 @@ func TestCheckpointThroughEncryptedStore(t *testing.T) {
 	if _, err := checkpoint.RestoreSavepoint(ctx, writer(t, memstore.New()), wrap(t, base, k2, nil), "sp"); !errors.Is(err, encrypted.ErrWrongKey) {
 		t.Fatalf("RestoreSavepoint with another key: %v, want ErrWrongKey", err)
 	}
+}
+
+// rawSavepoint returns the stored bytes of savepoint sp and of every
+// content object of bs, as they are stored.
+func rawSavepoint(t *testing.T, bs blobstore.Blobstore) []byte {
+	raw := rawGet(t, bs, "savepoints/sp")
+	for _, key := range blobstoretest.ListKeys(t, bs, savepoint.ContentPrefix) {
+		raw = append(raw, rawGet(t, bs, key)...)
+	}
+	return raw
 }
 
 // An encrypted savepoint copies to a plain store and to a store encrypted
@@ -177,11 +190,10 @@ func TestSavepointCopiesAcrossKeys(t *testing.T) {
 			t.Fatalf("RestoreSavepoint from the %s store: %q, %v", name, got, err)
 		}
 	}
-	if !bytes.Contains(rawGet(t, plain, "savepoints/sp"), []byte(marker)) {
+	if !bytes.Contains(rawSavepoint(t, plain), []byte(marker)) {
 		t.Fatal("the plain copy does not hold the plaintext")
 	}
-	raw := rawGet(t, otherBase, "savepoints/sp")
-	if bytes.Contains(raw, []byte(marker)) {
+	if bytes.Contains(rawSavepoint(t, otherBase), []byte(marker)) {
 		t.Fatal("the copy under another key holds the plaintext")
 	}
 	// And back: a plain savepoint copies into an encrypted store.

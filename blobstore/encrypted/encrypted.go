@@ -42,12 +42,13 @@ func EncryptAll(string) bool { return true }
 // DefaultEncrypt is the default predicate: the keys of Tidemark's layout
 // (package blobstorage) that hold state or savepoints. Those are shared
 // files (shared/), remote-mode state (remote/), savepoints
-// (savepoints/), a checkpoint's private files
+// (savepoints/) and their content (savepoint-data/sha256/, package
+// savepoint; its locks stay plain), a checkpoint's private files
 // (checkpoints/<id>/private/...) and the files of a worker's part
 // (checkpoints/<id>/parts/<epoch>/<owner>/<worker>/files/...). Records,
 // part documents, pointers, _writer, _tidemark and pins are not.
 func DefaultEncrypt(key string) bool {
-	for _, p := range []string{"shared/", "remote/", "savepoints/"} {
+	for _, p := range []string{"shared/", "remote/", "savepoints/", "savepoint-data/sha256/"} {
 		if strings.HasPrefix(key, p) {
 			return true
 		}

@@ -220,3 +220,26 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	s.mu.Unlock()
 	return nil
 }
+
+var _ blobstore.ConditionalDeleter = (*Store)(nil)
+
+// DeleteIfMatch implements blobstore.ConditionalDeleter.
+func (s *Store) DeleteIfMatch(ctx context.Context, key, etag string) error {
+	if err := blobstore.ValidateKey(key); err != nil {
+		return fmt.Errorf("memstore: delete if match: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: delete if match %q: %w", key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.objects[key]
+	switch {
+	case !ok:
+		return fmt.Errorf("memstore: delete if match %q: %w", key, blobstore.ErrNotFound)
+	case cur.etag != etag:
+		return fmt.Errorf("memstore: delete if match %q: %w", key, blobstore.ErrPreconditionFailed)
+	}
+	delete(s.objects, key)
+	return nil
+}

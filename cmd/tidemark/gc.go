@@ -12,7 +12,7 @@ import (
 
 // gcCmd is `tidemark gc`.
 func (a *app) gcCmd() *cobra.Command {
-	var dryRun, confirm bool
+	var dryRun, confirm, fence bool
 	var keep int
 	var grace time.Duration
 	cmd := &cobra.Command{
@@ -23,26 +23,28 @@ and saves in progress) and deletes older checkpoints, abandoned prepared ones, s
 files no kept checkpoint references and leftovers of crashed saves and incomplete
 multipart uploads older than --grace. Savepoints are never touched.
 
+gc runs beside a running job: it never takes the writer role, so it fences nothing.
+It leaves alone what the job may still need: the checkpoints _latest and
+_latest-completed name, those newer than _latest the job (the epoch in _writer) has
+saved or is saving, the tables it uploaded for them, pinned checkpoints (a restore
+in progress), and a record rewritten since gc read it. See docs/gc.md.
+
 Remote objects (state in remote mode, under remote/) that no kept checkpoint
 references and older than --grace are deleted too, except those of the generation
 of the writer named in _writer: only that job knows which its open state uses, and
-it collects them itself. gc --confirm takes the writer role, so the job it fences
-is no longer that writer: its unreferenced objects are deleted (a dry run, which
-fences nothing, keeps them and says so).
+it collects them itself. To delete those of a job that is stopped for good, run
+gc --confirm --fence: it takes the writer role first, which fences a job still
+running on the store.
 
 Without --confirm, gc only reads: it lists every checkpoint it would keep or drop
-and every key it would delete, each with its reason, deletes and writes nothing,
-and does not take the writer role, so it is safe against a running job
+and every key it would delete, each with its reason, and deletes nothing
 (--dry-run says the same explicitly).
 
-gc --confirm deletes. It takes the writer role, which fences a job running on the
-store: run it when the job is stopped (the demo job garbage-collects by itself).
-It refuses a store whose endpoint ignores conditional writes (see tidemark probe)
-and a prefix that holds other data and no Tidemark mark, such as a bucket root.
-
-gc never creates a store: a missing directory, or a prefix that holds no
-_tidemark mark and nothing else of Tidemark's (a mistyped path), is an error and
-nothing is written there.`,
+gc considers only keys of Tidemark's layout: anything else in the prefix is left
+alone. It refuses a prefix that is not a Tidemark store (no _tidemark mark, and
+not every key of Tidemark's layout with a valid checkpoint or savepoint), such as a
+bucket root or a user's folder, and writes nothing there. gc never creates a
+store: a missing directory or an empty prefix (a mistyped path) is an error.`,
 		Example: `  tidemark gc --keep 5             # what keeping 5 would delete, and why
   tidemark gc --keep 5 --confirm   # delete what that listed
   tidemark gc --output json | jq '.report.deletions[].key'`,
@@ -61,11 +63,13 @@ nothing is written there.`,
 			if dryRun && confirm {
 				return usagef("gc: --dry-run and --confirm contradict each other")
 			}
+			if fence && !confirm {
+				return usagef("gc: --fence takes the writer role to delete: it needs --confirm")
+			}
 			dryRun = !confirm
 			// gc operates on an existing store and never creates one: a
-			// missing directory stays missing (must_exist, for writes
-			// too), and a prefix with nothing of Tidemark's in it is
-			// refused before the writer role would mark it.
+			// missing directory stays missing (must_exist), and a prefix
+			// that is not a Tidemark store is refused before anything.
 			bs, s, err := a.openReader(ctx)
 			if err != nil {
 				return err
@@ -75,10 +79,11 @@ nothing is written there.`,
 				return fmt.Errorf("gc: %s: %w", redactURL(u), err)
 			}
 			opts := blobstorage.Options{Keep: keep, Grace: grace}
-			// A dry run reads only: taking the writer role (Acquire)
-			// would fence the very job whose store is being inspected.
+			// No writer role: gc runs beside the job (see the package
+			// doc of blobstorage). Only --fence takes it, fencing the job.
 			s = blobstorage.New(bs, "", opts)
-			if !dryRun {
+			if fence {
+				fmt.Fprintln(a.env.stderr, "gc: --fence: taking the writer role; a job running on this store is fenced and stops")
 				ws, cleanup, err := writeStorage(ctx, bs, opts)
 				if err != nil {
 					return err
@@ -111,6 +116,9 @@ nothing is written there.`,
 				if rep.RemoteKept != "" {
 					fmt.Fprintf(w, "remote objects kept: %s\n", rep.RemoteKept)
 				}
+				if rep.FilesKept != "" {
+					fmt.Fprintf(w, "files kept: %s\n", rep.FilesKept)
+				}
 				fmt.Fprintf(w, "gc: kept %s %v\n", plural(len(rep.Retained), "checkpoint"), rep.Retained)
 				fmt.Fprintf(w, "gc: %s %s %v, %s (%s), %s, %s, %s, %s\n",
 					verb, plural(len(rep.Dropped), "checkpoint"), rep.Dropped, plural(rep.Objects, "object"), humanBytes(rep.Bytes),
@@ -124,6 +132,7 @@ nothing is written there.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted, delete nothing (the default without --confirm)")
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "delete: without it gc only reports")
+	cmd.Flags().BoolVar(&fence, "fence", false, "with --confirm: take the writer role first (fences a running job), to delete a stopped job's unreferenced remote objects too")
 	cmd.Flags().DurationVar(&grace, "grace", blobstorage.DefaultGrace, "how old a leftover (crashed save, unreferenced shared file, incomplete upload) must be before it is deleted")
 	cmd.Flags().IntVar(&keep, "keep", blobstorage.DefaultKeep, "completed checkpoints to keep")
 	return cmd

@@ -202,7 +202,7 @@ State in remote mode opens at once, a checkpoint's or a savepoint's: its tables
 are read in place, block by block (a savepoint's from its archive, by range).
 A checkpoint in local state is downloaded first; a savepoint of local state, or
 a compressed one, is extracted first. inspect writes nothing to the store but a
-checkpoint's restore pin.`,
+checkpoint's restore pin, or a savepoint's lock.`,
 		Example: `  tidemark inspect latest-completed
   tidemark inspect before-upgrade --owner counts --prefix user- --limit 50
   tidemark inspect ckpt-00000000000000000007 --output json`,

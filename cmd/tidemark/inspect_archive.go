@@ -16,13 +16,16 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
-// A savepoint of state in remote mode is opened in place: its archive is
-// located (a ranged read per file header), the small local part of each
-// owner (MANIFEST, OPTIONS, catalog, WAL) is downloaded, and the tables
-// are read from the archive object by range through archiveView. So a
-// savepoint of any size opens at once, as its checkpoint would.
+// A savepoint of state in remote mode is opened in place: the small
+// local part of each owner (MANIFEST, OPTIONS, catalog, WAL) is
+// downloaded, and the tables are read by range through archiveView, from
+// their content objects (a savepoint stored by content) or from the
+// archive object, located by a ranged read per file header (one stored
+// whole). So a savepoint of any size opens at once, as its checkpoint
+// would.
 
 // objectReaderAt reads one object of a Blobstore at any offset, a ranged
 // read per call (safe for concurrent use).
@@ -45,23 +48,31 @@ func (r objectReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// archiveView is a read-only Blobstore of the files of one archive stored
-// in bs at key, each read by range at its offset.
+// archiveView is a read-only Blobstore of the files of one savepoint
+// (label), each read by range from the object that holds it.
 type archiveView struct {
 	bs    blobstore.Blobstore
-	key   string
-	files map[string]archive.Located
+	label string
+	files map[string]viewFile
 	keys  []string // sorted
+}
+
+// viewFile is where a file of a savepoint is: Size bytes at Offset of
+// the object at Key.
+type viewFile struct {
+	archive.File
+	Key    string
+	Offset int64
 }
 
 var _ blobstore.Blobstore = (*archiveView)(nil)
 
 var errReadOnlyView = errors.New("a savepoint is read-only here")
 
-func (v *archiveView) file(key string) (archive.Located, error) {
+func (v *archiveView) file(key string) (viewFile, error) {
 	f, ok := v.files[key]
 	if !ok {
-		return f, fmt.Errorf("%q is not in savepoint %s: %w", key, v.key, blobstore.ErrNotFound)
+		return f, fmt.Errorf("%q is not in savepoint %s: %w", key, v.label, blobstore.ErrNotFound)
 	}
 	return f, nil
 }
@@ -94,7 +105,7 @@ func (v *archiveView) GetRange(ctx context.Context, key string, off, n int64) (i
 	if n == 0 {
 		return io.NopCloser(strings.NewReader("")), nil
 	}
-	return v.bs.GetRange(ctx, v.key, f.Offset+off, n)
+	return v.bs.GetRange(ctx, f.Key, f.Offset+off, n)
 }
 
 func (v *archiveView) Stat(_ context.Context, key string) (blobstore.ObjectInfo, error) {
@@ -123,29 +134,51 @@ func (v *archiveView) List(_ context.Context, prefix string) iter.Seq2[blobstore
 	}
 }
 
-// openSavepointInPlace opens savepoint label of bs in place when it is a
-// plain archive of state in remote mode: ok false (and no error) when it
-// is not, so the caller extracts it instead.
+// openSavepointInPlace opens savepoint label of bs in place when it is
+// of state in remote mode, stored by content or as a plain archive: ok
+// false (and no error) when it is not, so the caller extracts it instead.
 func openSavepointInPlace(ctx context.Context, bs blobstore.Blobstore, label, tmp string, snap *snapshot) (ok bool, err error) {
-	key := checkpoint.SavepointKey(label)
-	info, err := bs.Stat(ctx, key)
+	sp, err := savepoint.Open(ctx, bs, label, savepoint.Options{})
 	if err != nil {
 		return false, err
 	}
-	m, located, err := archive.Locate(ctx, objectReaderAt{ctx, bs, key}, info.Size, archive.Limits{})
-	if errors.Is(err, archive.ErrCompressed) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
+	var m *archive.Manifest
+	var files []viewFile
+	if sp.Format == savepoint.FormatManifest {
+		// Pinned until the snapshot closes: its tables are read from
+		// the content objects.
+		done := snap.cleanup
+		snap.cleanup = func() { sp.Close(); done() }
+		m = sp.Manifest
+		for _, f := range m.Files {
+			files = append(files, viewFile{File: f, Key: savepoint.ContentKey(f.SHA256)})
+		}
+	} else {
+		sp.Close()
+		key := checkpoint.SavepointKey(label)
+		info, err := bs.Stat(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		var located []archive.Located
+		m, located, err = archive.Locate(ctx, objectReaderAt{ctx, bs, key}, info.Size, archive.Limits{})
+		if errors.Is(err, archive.ErrCompressed) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, f := range located {
+			files = append(files, viewFile{File: archive.File{Path: f.Path, Size: f.Size, SHA256: f.SHA256}, Key: key, Offset: f.Offset})
+		}
 	}
 	rec, err := checkpoint.DecodeRecord(m.Record)
 	if err != nil {
 		return false, fmt.Errorf("savepoint %s: %w", label, err)
 	}
-	view := &archiveView{bs: bs, key: key, files: map[string]archive.Located{}}
-	var local []archive.Located
-	for _, f := range located {
+	view := &archiveView{bs: bs, label: label, files: map[string]viewFile{}}
+	var local []viewFile
+	for _, f := range files {
 		if strings.HasPrefix(f.Path, archive.RemotePrefix) {
 			view.files[f.Path] = f
 			view.keys = append(view.keys, f.Path)
@@ -160,7 +193,7 @@ func openSavepointInPlace(ctx context.Context, bs blobstore.Blobstore, label, tm
 	dir := filepath.Join(tmp, "savepoint")
 	for _, f := range local {
 		rel, _ := strings.CutPrefix(f.Path, archive.StatePrefix)
-		if err := downloadVerified(ctx, bs, key, f, filepath.Join(dir, filepath.FromSlash(rel))); err != nil {
+		if err := downloadVerified(ctx, bs, f, filepath.Join(dir, filepath.FromSlash(rel))); err != nil {
 			return false, fmt.Errorf("savepoint %s: %w", label, err)
 		}
 	}
@@ -171,9 +204,9 @@ func openSavepointInPlace(ctx context.Context, bs blobstore.Blobstore, label, tm
 	return true, nil
 }
 
-// downloadVerified writes the content of archive file f (in object key
-// of bs) to path, checking its size and SHA-256.
-func downloadVerified(ctx context.Context, bs blobstore.Blobstore, key string, f archive.Located, path string) error {
+// downloadVerified writes the content of savepoint file f (in bs) to
+// path, checking its size and SHA-256.
+func downloadVerified(ctx context.Context, bs blobstore.Blobstore, f viewFile, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -184,7 +217,7 @@ func downloadVerified(ctx context.Context, bs blobstore.Blobstore, key string, f
 	defer out.Close()
 	h := sha256.New()
 	if f.Size > 0 {
-		rc, err := bs.GetRange(ctx, key, f.Offset, f.Size)
+		rc, err := bs.GetRange(ctx, f.Key, f.Offset, f.Size)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // checkpointInfo is a row of `ls` and the head of `show`.
@@ -39,8 +40,13 @@ type checkpointInfo struct {
 }
 
 type savepointInfo struct {
-	Label    string    `json:"label"`
-	Size     int64     `json:"size"`
+	Label string `json:"label"`
+	// Size is the total of its files' sizes (for a savepoint stored as
+	// one archive: the archive's size).
+	Size int64 `json:"size"`
+	// Format is "manifest" (stored by content) or "archive".
+	Format   string    `json:"format"`
+	Error    string    `json:"error,omitempty"` // a manifest that could not be read
 	Modified time.Time `json:"modified"`
 	Age      string    `json:"age"`
 }
@@ -139,14 +145,24 @@ func listSavepoints(ctx context.Context, bs blobstore.Blobstore, now time.Time) 
 	}
 	out := []savepointInfo{}
 	for _, l := range labels {
-		info, err := bs.Stat(ctx, checkpoint.SavepointKey(l))
+		info, err := savepoint.Stat(ctx, bs, l)
+		sp := savepointInfo{Label: l, Size: info.Bytes, Format: info.Format.String()}
+		if errors.Is(err, archive.ErrCorrupt) { // listed, and said so
+			sp.Format, sp.Error = savepoint.FormatManifest.String(), err.Error()
+			info.ModTime = time.Time{}
+			if oi, serr := bs.Stat(ctx, checkpoint.SavepointKey(l)); serr == nil {
+				info.ModTime = oi.ModTime
+			}
+			err = nil
+		}
 		if errors.Is(err, blobstore.ErrNotFound) {
 			continue // removed meanwhile
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, savepointInfo{Label: l, Size: info.Size, Modified: info.ModTime, Age: humanAge(now.Sub(info.ModTime))})
+		sp.Modified, sp.Age = info.ModTime, humanAge(now.Sub(info.ModTime))
+		out = append(out, sp)
 	}
 	return out, nil
 }

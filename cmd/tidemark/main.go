@@ -60,6 +60,7 @@ const (
 func main() {
 	sigs := newSignals()
 	code := run(sigs.ctx, os.Args[1:], env{
+		stdin:     os.Stdin,
 		stdout:    os.Stdout,
 		stderr:    os.Stderr,
 		getenv:    os.Getenv,
@@ -182,7 +183,9 @@ func (s *signals) stop() {
 // own.
 type env struct {
 	stdout, stderr io.Writer
-	getenv         func(string) string
+	// stdin is read by savepoint import -; nil: there is none.
+	stdin  io.Reader
+	getenv func(string) string
 	// terminal enables progress bars for long transfers.
 	terminal bool
 	// crash ends the process abruptly (the demo's --crash-after-records);

@@ -135,7 +135,8 @@ func TestCommandsThatTakeTheWriterRoleRefuseAnEndpointThatIgnoresConditions(t *t
 	must(t, src, "savepoint", "create", "v1")
 	for _, args := range [][]string{
 		demoArgs(t.TempDir(), store),
-		{"gc", "--confirm", "--keep", "1", "--store", store + "?marked"},
+		// gc takes the role only with --fence (plain gc --confirm needs none).
+		{"gc", "--confirm", "--fence", "--keep", "1", "--store", store + "?marked"},
 		{"savepoint", "restore", "v1", "--from", src},
 	} {
 		t.Run(args[0], func(t *testing.T) {

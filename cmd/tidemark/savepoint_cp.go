@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 func (a *app) savepointCpCmd() *cobra.Command {
@@ -17,10 +18,13 @@ func (a *app) savepointCpCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cp LABEL SRC_URL DST_URL",
 		Short: "Copy savepoint LABEL from one store to another, verifying it",
-		Long: `cp streams savepoints/LABEL from the store SRC_URL to the store DST_URL (another
-bucket, region, or a directory) without a local copy, checking the archive's
-manifest, every file's size and SHA-256 on the way. A damaged savepoint is not
-copied (nothing appears in DST) and the exit code is 3.
+		Long: `cp copies savepoint LABEL from the store SRC_URL to the store DST_URL (another
+bucket, region, or a directory) without a local copy. It sends only the files DST
+does not hold already (a copy of an earlier savepoint leaves most of them there),
+checks every file's size and SHA-256 on the way, and writes DST's manifest last, once
+all of it is there. Interrupted, it resends nothing that arrived when run again. A
+damaged savepoint is not copied (no savepoint appears in DST) and the exit code is 3.
+A savepoint stored as one archive is stored in DST by content, as new ones are.
 
 If DST holds a savepoint LABEL already, cp refuses and leaves it as it was (the
 copy is written only if the label is free in DST); --replace replaces it.`,
@@ -49,12 +53,12 @@ copy is written only if the label is free in DST); --replace replaces it.`,
 			if err != nil {
 				return err
 			}
-			info, err := src.Stat(ctx, checkpoint.SavepointKey(label))
+			info, err := savepoint.Stat(ctx, src, label)
 			if errors.Is(err, blobstore.ErrNotFound) {
 				return fmt.Errorf("no savepoint %q in %s: %w", label, srcURL, err)
 			}
 			if err != nil {
-				return err
+				return verifyFailed(err)
 			}
 			if !replace {
 				if err := refuseExisting(ctx, dst, label, dstURL); err != nil {
@@ -62,24 +66,21 @@ copy is written only if the label is free in DST); --replace replaces it.`,
 				}
 			}
 			start := time.Now()
-			p := a.newProgress("copy "+label, info.Size)
-			cp := checkpoint.CopyNewSavepoint
-			if replace {
-				cp = checkpoint.CopySavepoint
-			}
-			err = cp(ctx, p.observed(src), dst, label)
+			p := a.newProgress("copy "+label, info.Bytes)
+			st, err := savepoint.Copy(ctx, p.observed(src), dst, label, savepoint.Options{Replace: replace})
 			p.done()
-			if errors.Is(err, checkpoint.ErrSavepointExists) {
-				return existsError(ctx, dst, label, dstURL, err) // created meanwhile
+			if errors.Is(err, savepoint.ErrExists) {
+				return existsError(ctx, dst, label, dstURL, fmt.Errorf("%w: %w", checkpoint.ErrSavepointExists, err)) // created meanwhile
 			}
 			if err != nil {
 				return verifyFailed(err)
 			}
 			secs := time.Since(start).Seconds()
-			a.emit(map[string]any{"label": label, "from": srcURL, "to": dstURL, "size": info.Size, "verified": true, "seconds": secs},
+			a.emit(map[string]any{"label": label, "from": srcURL, "to": dstURL, "size": st.Bytes, "files": st.Files,
+				"sent_files": st.Uploaded, "sent_bytes": st.UploadedBytes, "verified": true, "seconds": secs},
 				func(w io.Writer) {
-					fmt.Fprintf(w, "savepoint %s copied and verified: %s from %s to %s in %.1fs\n",
-						label, humanBytes(info.Size), srcURL, dstURL, secs)
+					fmt.Fprintf(w, "savepoint %s copied and verified: %s from %s to %s in %.1fs: %s\n",
+						label, humanBytes(st.Bytes), srcURL, dstURL, secs, sentSummary("sent", st))
 				})
 			return nil
 		},

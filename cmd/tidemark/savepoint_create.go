@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 func (a *app) savepointCreateCmd() *cobra.Command {
@@ -16,9 +17,10 @@ func (a *app) savepointCreateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create LABEL",
 		Short: "Archive the latest completed checkpoint as savepoint LABEL",
-		Long: `create streams the latest completed checkpoint (record and every state file, read
-from the store and checked against its digests) into savepoints/LABEL. It needs no
-writer role: a running job is not disturbed.
+		Long: `create stores the latest completed checkpoint (record and every state file) as
+savepoint LABEL. Only the files the store's savepoint area lacks are read and
+uploaded, each checked against its digest; the savepoint's manifest is written last.
+It needs no writer role: a running job is not disturbed.
 
 A label that is taken is refused, and the store is left as it was (the savepoint
 is written only if the label is free, even with a concurrent create); --replace
@@ -47,11 +49,7 @@ A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.' or '-'.`,
 			// Progress counts the state read from the store into the archive.
 			p := a.newProgress("savepoint "+label, total)
 			src := readStorage(p.observed(bs))
-			create := checkpoint.CreateNewSavepoint
-			if replace {
-				create = checkpoint.CreateSavepoint
-			}
-			id, err := create(ctx, src, bs, label)
+			id, st, err := checkpoint.CreateSavepointWith(ctx, src, bs, label, savepoint.Options{Replace: replace})
 			p.done()
 			if errors.Is(err, checkpoint.ErrSavepointExists) {
 				return existsError(ctx, bs, label, "the store", err) // created meanwhile
@@ -62,13 +60,11 @@ A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.' or '-'.`,
 			if err != nil {
 				return err
 			}
-			info, err := bs.Stat(ctx, checkpoint.SavepointKey(label))
-			if err != nil {
-				return err
-			}
-			a.emit(map[string]any{"label": label, "checkpoint": id, "size": info.Size, "key": checkpoint.SavepointKey(label)},
+			a.emit(map[string]any{"label": label, "checkpoint": id, "size": st.Bytes, "files": st.Files,
+				"uploaded_files": st.Uploaded, "uploaded_bytes": st.UploadedBytes, "key": checkpoint.SavepointKey(label)},
 				func(w io.Writer) {
-					fmt.Fprintf(w, "savepoint %s created from checkpoint %s (%s)\n", label, id, humanBytes(info.Size))
+					fmt.Fprintf(w, "savepoint %s created from checkpoint %s (%s in %s): %s\n",
+						label, id, humanBytes(st.Bytes), plural(st.Files, "file"), sentSummary("uploaded", st))
 				})
 			return nil
 		},

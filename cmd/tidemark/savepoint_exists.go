@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // newLabelArgs is labelArgs for commands that name a new savepoint: the
@@ -56,15 +56,19 @@ func existsError(ctx context.Context, bs blobstore.Blobstore, label, where strin
 // savepointCheckpointID returns the id of the checkpoint savepoint label
 // holds, read from its manifest, or "" if it cannot be read.
 func savepointCheckpointID(ctx context.Context, bs blobstore.Blobstore, label string) string {
-	rc, err := bs.Get(ctx, checkpoint.SavepointKey(label))
+	m, _, err := savepoint.ReadManifest(ctx, bs, label, savepoint.Options{})
 	if err != nil {
 		return ""
 	}
-	defer rc.Close()
-	ar, err := archive.NewReader(ctx, rc, archive.Limits{})
-	if err != nil {
-		return ""
+	return manifestRecordID(m)
+}
+
+// sentSummary says what a savepoint operation wrote: "12.0 KiB uploaded
+// (1 of 100 objects; the store held the others)".
+func sentSummary(verb string, st savepoint.Stats) string {
+	s := fmt.Sprintf("%s %s (%d of %s", humanBytes(st.UploadedBytes), verb, st.Uploaded, plural(st.Objects, "object"))
+	if st.Uploaded < st.Objects {
+		s += "; the store held the others"
 	}
-	defer ar.Close()
-	return manifestRecordID(ar.Manifest())
+	return s + ")"
 }

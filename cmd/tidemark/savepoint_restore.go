@@ -7,9 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 func (a *app) savepointRestoreCmd() *cobra.Command {
@@ -75,16 +77,16 @@ conditional writes. A refused restore changes nothing.`,
 			if err != nil {
 				return err
 			}
-			info, err := src.Stat(ctx, checkpoint.SavepointKey(label))
+			info, err := savepoint.Stat(ctx, src, label)
 			if errors.Is(err, blobstore.ErrNotFound) {
 				return fmt.Errorf("no savepoint %q in the store: %w", label, err)
 			}
-			if err != nil {
+			if err != nil && !errors.Is(err, archive.ErrCorrupt) {
 				return err
 			}
 			// Verify before taking the writer role: a refused restore must
 			// not fence the job running on the store.
-			if err := a.verifySavepointArchive(ctx, src, label, info.Size); err != nil {
+			if _, err := a.readSavepoint(ctx, src, label, info); err != nil {
 				return fmt.Errorf("savepoint restore %q: %w", label, verifyFailed(err))
 			}
 			// The job's check, reading only, before the writer role:
@@ -97,7 +99,7 @@ conditional writes. A refused restore changes nothing.`,
 			if err := checkpoint.CheckJob(ctx, readStorage(bs), rec, opts); err != nil {
 				return otherJobError(label, err)
 			}
-			size := info.Size
+			size := info.Bytes
 			dst, cleanup, err := writeStorage(ctx, bs, blobstorage.Options{})
 			if err != nil {
 				return err

@@ -14,11 +14,12 @@ func (a *app) scrubCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "scrub",
 		Short: "Read every checkpoint and savepoint in the store; report damage and orphans",
-		Long: `scrub checks a whole store and writes nothing. It reads every object every
-checkpoint record references (each once, however many checkpoints share it), checks
-state files against their SHA-256 and remote objects against their size and the
-store's own checksum, and reads every savepoint archive against its manifest. It
-names each missing or corrupt key with the checkpoints that reference it.
+		Long: `scrub checks a whole store and writes nothing but a savepoint lock while it
+reads. It reads every object every checkpoint record references (each once, however
+many checkpoints share it), checks state files against their SHA-256 and remote
+objects against their size and the store's own checksum, and reads every savepoint
+(each content object once, however many savepoints share it) against its manifest.
+It names each missing or corrupt key with the checkpoints that reference it.
 
 It also lists orphans: checkpoint files, shared and remote objects that no record
 references and no pin protects. A running job's uploads in progress and its remote

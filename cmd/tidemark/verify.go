@@ -14,6 +14,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 func (a *app) verifyCmd() *cobra.Command {
@@ -21,9 +22,11 @@ func (a *app) verifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify ID|LABEL",
 		Short: "Re-read a checkpoint or savepoint and check every digest",
-		Long: `verify reads every byte of a checkpoint's state files (or of a savepoint archive)
-from the store and checks each file's size and SHA-256 against the record (or the
-archive manifest). It writes nothing. Exit 3 when anything is missing or corrupt.
+		Long: `verify reads every byte of a checkpoint's state files (or of a savepoint: its
+archive, or its manifest and every content object) from the store and checks each
+file's size and SHA-256 against the record (or the savepoint's manifest). It writes
+nothing but, for a savepoint, its lock while it reads (so that savepoint rm does not
+delete what it reads). Exit 3 when anything is missing or corrupt.
 The argument is a checkpoint id (or "latest", "latest-completed") when the store has
 such a checkpoint, else a savepoint label; anything that can be neither is a usage
 error (exit 2). A latest or latest-completed pointer that is damaged or names a
@@ -90,17 +93,17 @@ func (a *app) verify(ctx context.Context, name string, deep bool) error {
 	if checkpoint.ValidateLabel(name) != nil {
 		return fmt.Errorf("no checkpoint %q in the store (tidemark ls lists them): %w", name, checkpoint.ErrNotFound)
 	}
-	info, err := bs.Stat(ctx, checkpoint.SavepointKey(name))
+	info, err := savepoint.Stat(ctx, bs, name)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return fmt.Errorf("no checkpoint or savepoint named %q in the store (tidemark ls lists them)", name)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, archive.ErrCorrupt) { // a damaged one is a verdict
 		return err
 	}
 	if deep {
-		return a.verifySavepointDeep(ctx, bs, name, info.Size)
+		return a.verifySavepointDeep(ctx, bs, name, info)
 	}
-	return a.verifySavepoint(ctx, bs, name, info.Size)
+	return a.verifySavepoint(ctx, bs, name, info)
 }
 
 type verifyResult struct {
@@ -160,9 +163,9 @@ func (a *app) verifyCheckpoint(ctx context.Context, bs blobstore.Blobstore, id s
 	return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: id, Files: ci.Files, Bytes: ci.Size}, err)
 }
 
-// verifySavepoint re-reads the archive of savepoint label (size bytes).
-func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
-	m, err := a.readSavepointArchive(ctx, bs, label, size)
+// verifySavepoint re-reads savepoint label (described by info).
+func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label string, info savepoint.Info) error {
+	m, err := a.readSavepoint(ctx, bs, label, info)
 	v := verifyResult{Kind: "savepoint", Name: label}
 	if err == nil {
 		v.Files, v.Bytes, v.Source = len(m.Files), m.TotalSize(), manifestRecordID(m)
@@ -170,24 +173,19 @@ func (a *app) verifySavepoint(ctx context.Context, bs blobstore.Blobstore, label
 	return a.reportVerify(ctx, v, err)
 }
 
-// readSavepointArchive reads the archive of savepoint label (size bytes)
-// to its end, checking every digest, and returns its manifest.
-func (a *app) readSavepointArchive(ctx context.Context, bs blobstore.Blobstore, label string, size int64) (*archive.Manifest, error) {
-	p := a.newProgress("verify "+label, size)
+// readSavepoint reads savepoint label (described by info) whole,
+// checking every digest (savepoint.Savepoint.Verify: an archive to its
+// end, or the manifest and every content object), and returns its
+// manifest.
+func (a *app) readSavepoint(ctx context.Context, bs blobstore.Blobstore, label string, info savepoint.Info) (*archive.Manifest, error) {
+	p := a.newProgress("verify "+label, info.Bytes)
 	defer p.done()
-	rc, err := p.observed(blobstore.WithResumingReads(bs, blobstore.DefaultReadResumptions)).Get(ctx, checkpoint.SavepointKey(label))
+	sp, err := savepoint.Open(ctx, p.observed(bs), label, savepoint.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	return archive.Verify(ctx, rc, archive.Limits{})
-}
-
-// verifySavepointArchive checks savepoint label without reporting (see
-// readSavepointArchive).
-func (a *app) verifySavepointArchive(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
-	_, err := a.readSavepointArchive(ctx, bs, label, size)
-	return err
+	defer sp.Close()
+	return sp.Verify(ctx)
 }
 
 // manifestRecordID returns the checkpoint id of an archive's record ("" if

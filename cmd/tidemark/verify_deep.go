@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // addDeepFlag adds verify's --deep flag and its help.
@@ -73,14 +74,25 @@ func summarizeDeep(rec *blobstorage.Record) int64 {
 	return n
 }
 
-// verifySavepointDeep reads savepoint label's archive (size bytes) and
-// names its key if it is damaged.
-func (a *app) verifySavepointDeep(ctx context.Context, bs blobstore.Blobstore, label string, size int64) error {
+// verifySavepointDeep reads savepoint label (described by info) whole
+// and names the object that is damaged, if one is: its own, or a content
+// object.
+func (a *app) verifySavepointDeep(ctx context.Context, bs blobstore.Blobstore, label string, info savepoint.Info) error {
 	key := checkpoint.SavepointKey(label)
-	v := deepResult{Kind: "savepoint", Name: label, Objects: 1, Bytes: size}
-	_, err := a.readSavepointArchive(ctx, bs, label, size)
+	v := deepResult{Kind: "savepoint", Name: label, Objects: 1, Bytes: info.Bytes}
+	m, err := a.readSavepoint(ctx, bs, label, info)
+	var de *savepoint.DamageError
 	switch {
 	case err == nil:
+		if info.Format == savepoint.FormatManifest {
+			objects := map[string]bool{}
+			for _, f := range m.Files {
+				objects[f.SHA256] = true
+			}
+			v.Objects += len(objects)
+		}
+	case errors.As(err, &de):
+		v.Damaged = []blobstorage.Damage{{Key: de.Key, Missing: de.Missing, Reason: de.Err.Error(), Path: de.Path}}
 	case errors.Is(err, blobstore.ErrNotFound):
 		v.Damaged = []blobstorage.Damage{{Key: key, Missing: true, Reason: "missing"}}
 	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, blobstore.ErrChecksum):

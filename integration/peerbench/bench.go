@@ -21,6 +21,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // The private servers' credentials and region; they listen on 127.0.0.1.
@@ -63,7 +64,7 @@ type bench struct {
 	work     string
 	src, dst *server
 	files    string // the checkpoint's files, prepared once
-	savept   int64  // the savepoint object's size
+	savept   int64  // the savepoint's size (its files')
 	samples  []sample
 	log      io.Writer
 	toolPath map[string]string
@@ -154,18 +155,18 @@ func (b *bench) setup(ctx context.Context) error {
 	if err := fstore.Save(ctx, record(id)); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, b.src.endpoint, bucket, "")
+	store, err := openStore(ctx, b.src.endpoint, bucket, savepointPrefix)
 	if err != nil {
 		return err
 	}
 	if _, err := checkpoint.CreateSavepoint(ctx, fstore, store, label); err != nil {
 		return err
 	}
-	info, err := store.Stat(ctx, checkpoint.SavepointKey(label))
+	info, err := savepoint.Stat(ctx, store, label)
 	if err != nil {
 		return err
 	}
-	b.savept = info.Size
+	b.savept = info.Bytes
 	return os.RemoveAll(fsDir)
 }
 
@@ -332,6 +333,11 @@ func (b *bench) download(ctx context.Context, tool string) (sample, error) {
 	return s, err
 }
 
+// savepointPrefix is the store of the savepoint in the first server's
+// bucket: its label object and its content (savepoint-data/), all that
+// mc and rclone mirror.
+const savepointPrefix = "sp"
+
 // copy copies the savepoint from the first server to the second, under
 // <prefix>/ there.
 func (b *bench) copy(ctx context.Context, tool, prefix string) (sample, error) {
@@ -339,9 +345,9 @@ func (b *bench) copy(ctx context.Context, tool, prefix string) (sample, error) {
 	case "tidemark":
 		return b.child(ctx, childOp{Op: "copy", Endpoint: b.src.endpoint, DstEnd: b.dst.endpoint, Bucket: bucket, Prefix: prefix, Label: label}, nil, nil)
 	case "mc":
-		return b.mc(ctx, nil, nil, "mirror", "src/"+bucket+"/"+strings.TrimSuffix(checkpoint.SavepointPrefix, "/")+"/", "dst/"+bucket+"/"+prefix+"/")
+		return b.mc(ctx, nil, nil, "mirror", "src/"+bucket+"/"+savepointPrefix+"/", "dst/"+bucket+"/"+prefix+"/")
 	default:
-		return b.rclone(ctx, nil, nil, "copy", "src:"+bucket+"/"+strings.TrimSuffix(checkpoint.SavepointPrefix, "/"), "dst:"+bucket+"/"+prefix)
+		return b.rclone(ctx, nil, nil, "copy", "src:"+bucket+"/"+savepointPrefix, "dst:"+bucket+"/"+prefix)
 	}
 }
 

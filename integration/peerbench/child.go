@@ -80,7 +80,7 @@ func (op childOp) run(ctx context.Context) error {
 	case "restore":
 		return blobstorage.New(store, op.Dir, blobstorage.Options{Concurrency: op.Conc}).Restore(ctx, op.ID)
 	case "copy":
-		src, err := openStore(ctx, op.Endpoint, op.Bucket, "")
+		src, err := openStore(ctx, op.Endpoint, op.Bucket, savepointPrefix)
 		if err != nil {
 			return err
 		}

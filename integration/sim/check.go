@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // checker watches every call's outcome for the invariants that hold at
@@ -19,8 +20,11 @@ import (
 type checker struct {
 	w *World
 
-	mu       sync.Mutex
-	epochs   map[string]uint64 // process → the epoch it last wrote to _writer
+	mu     sync.Mutex
+	epochs map[string]uint64 // process → the epoch it last wrote to _writer
+	// released are processes whose command with the writer role ended
+	// (noWriter): a late write of theirs to _writer gives them no role.
+	released map[string]bool
 	maxEpoch uint64
 	writes   []epochWrite           // every _writer write that applied
 	last     map[string]pointerBody // pointer key → last applied write
@@ -45,7 +49,7 @@ type pointerBody struct {
 }
 
 func newChecker(w *World) *checker {
-	return &checker{w: w, epochs: map[string]uint64{}, last: map[string]pointerBody{}, named: map[string]bool{},
+	return &checker{w: w, epochs: map[string]uint64{}, released: map[string]bool{}, last: map[string]pointerBody{}, named: map[string]bool{},
 		listedAt: map[string]time.Time{}, pins: map[string]time.Time{}, stalePins: map[string]time.Time{}}
 }
 
@@ -63,6 +67,17 @@ func (c *checker) writerEpoch(proc string, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epochs[proc] = epoch
+	delete(c.released, proc)
+}
+
+// noWriter notes that proc holds no writer role any more: an operator's
+// command that took one (gc --confirm --fence) has ended, and its next
+// commands take none.
+func (c *checker) noWriter(proc string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.epochs, proc)
+	c.released[proc] = true
 }
 
 // fencedLocked reports whether proc was fenced when it issued a call
@@ -104,7 +119,9 @@ func (c *checker) event(done int, ev Event) {
 		}
 		if err := json.Unmarshal(ev.Body, &wr); err == nil {
 			// Taking a new epoch is what Acquire does, fenced or not.
-			c.epochs[ev.Proc] = wr.Epoch
+			if !c.released[ev.Proc] {
+				c.epochs[ev.Proc] = wr.Epoch
+			}
 			c.writes = append(c.writes, epochWrite{epoch: wr.Epoch, step: done})
 			c.maxEpoch = max(c.maxEpoch, wr.Epoch)
 		}
@@ -133,16 +150,18 @@ func (c *checker) event(done int, ev Event) {
 		c.last[ev.Key] = p
 		if ev.Key == keyCompleted && p.ID != "" {
 			c.named[p.ID] = true
+			c.checkWholeLocked(ev.Proc, p.ID)
 		}
 	case strings.HasPrefix(ev.Key, pinsDir) && ev.Op != "delete":
 		c.pins[ev.Key] = now
 	case ev.Op == "delete" && strings.HasPrefix(ev.Key, jobPfx+"/") && !strings.HasPrefix(ev.Key, pinsDir):
 		// Savepoints are the operator's, outside the writer role.
-		if e, fenced := c.fencedLocked(ev.Proc, ev.Fault.Issued); fenced && !strings.HasPrefix(ev.Key, jobPfx+"/savepoints/") {
+		if e, fenced := c.fencedLocked(ev.Proc, ev.Fault.Issued); fenced && !isSavepointKey(ev.Key) {
 			c.w.Violation("fenced writer %s (epoch %d) deleted %s", ev.Proc, e, ev.Key)
 		}
 		c.checkPinsLocked(ev, now)
 		c.checkRetentionLocked(ev)
+		c.checkNamedFileLocked(ev)
 	}
 }
 
@@ -177,6 +196,53 @@ func (c *checker) checkPinsLocked(ev Event, now time.Time) {
 					c.w.Violation("%s deleted %s of %s under a live pin %s", ev.Proc, ev.Key, id, pin)
 				}
 			}
+		}
+	}
+}
+
+// recordFiles returns the keys of the files id's record names, as they
+// are in the store now (nil if it has no record that decodes).
+func (c *checker) recordFiles(id string) []string {
+	body, ok := c.w.store.Object(recordKey(id))
+	if !ok {
+		return nil
+	}
+	var rec blobstorage.Record
+	if json.Unmarshal(body, &rec) != nil {
+		return nil
+	}
+	var keys []string
+	for _, files := range rec.Files {
+		for _, f := range files {
+			keys = append(keys, jobPfx+"/"+f.Key)
+		}
+	}
+	return keys
+}
+
+// checkWholeLocked fails a move of _latest-completed to a checkpoint one
+// of whose files is gone: it could not be restored (at once, rather than
+// at the end of the run, when retention may have dropped it).
+func (c *checker) checkWholeLocked(proc, id string) {
+	for _, k := range c.recordFiles(id) {
+		if _, ok := c.w.store.Object(k); !ok {
+			c.w.Violation("%s moved _latest-completed to %s, whose file %s is gone", proc, id, k)
+			return
+		}
+	}
+}
+
+// checkNamedFileLocked fails the delete of a file of the checkpoint
+// _latest-completed names.
+func (c *checker) checkNamedFileLocked(ev Event) {
+	id := c.last[keyCompleted].ID
+	if id == "" {
+		return
+	}
+	for _, k := range c.recordFiles(id) {
+		if k == ev.Key {
+			c.w.Violation("%s deleted %s, a file of %s, which _latest-completed names", ev.Proc, ev.Key, id)
+			return
 		}
 	}
 }
@@ -284,7 +350,7 @@ func (c *checker) final(ctx context.Context) {
 		}
 	}
 	for _, k := range w.store.Keys(jobPfx + "/") {
-		if !want[k] && !strings.HasPrefix(k, jobPfx+"/savepoints/") {
+		if !want[k] && !isSavepointKey(k) {
 			w.Violation("orphan after the final GC: %s", k)
 		}
 	}
@@ -347,3 +413,11 @@ func (c *checker) exactlyOnce() {
 }
 
 func (c *checker) String() string { return fmt.Sprintf("checker(max epoch %d)", c.maxEpoch) }
+
+// isSavepointKey reports whether key (in the job's prefix) is a
+// savepoint's: its label or the savepoint area (package savepoint), the
+// operator's, outside the writer role and GC.
+func isSavepointKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, jobPfx+"/")
+	return ok && savepoint.Class(rest) != ""
+}

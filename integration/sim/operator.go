@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +67,7 @@ func (w *World) operator(ctx context.Context, p *proc, n int) {
 			finished = false
 			return
 		}
-		switch a := rng.IntN(14); a {
+		switch a := rng.IntN(16); a {
 		case 0, 1:
 			w.sched.Note(p.name, "gc --dry-run")
 			_, _ = st.GC(ctx, blobstorage.GCOptions{DryRun: true})
@@ -106,35 +110,91 @@ func (w *World) operator(ctx context.Context, p *proc, n int) {
 			}
 			w.sched.Note(p.name, "restore %s", id)
 			w.operatorRestore(ctx, st, id)
-		case 9, 10:
-			// tidemark gc --confirm (it takes the writer role, fencing
-			// the job) while a restore of the oldest checkpoint, the
-			// one GC drops first, runs in another terminal.
-			ids, err := st.IDs(ctx)
+		case 9, 10, 14, 15:
+			// tidemark gc, then gc --confirm as the CLI runs it: no
+			// writer role, beside the live writers (docs/gc.md), while
+			// another terminal restores what the dry run said goes.
+			// One of the two may run far away, each of its calls taking
+			// up to a second: a GC whose view of the job ages while it
+			// runs (the job re-takes the writer role, saves on), or a
+			// restore that takes long (a big state) while GC deletes.
+			gcLink, restoreLink, what := w.job, w.job, "gc --confirm"
+			span := 250 * time.Millisecond // a run takes a few dozen calls
+			switch rng.IntN(3) {
+			case 1:
+				gcLink, what = &slowLink{Blobstore: w.job, seed: rng.Uint64()}, "gc --confirm over a slow link"
+				span = 3 * time.Second // its first reads, when its view of the job is taken
+			case 2:
+				// A big state: the record comes at once, the files slowly.
+				restoreLink, what = &slowLink{Blobstore: w.job, seed: rng.Uint64(), filesOnly: true}, "gc --confirm, a restore over a slow link"
+			}
+			gc := blobstorage.New(gcLink, filepath.Join(p.dir, "gc"), opts)
+			w.sched.Note(p.name, "gc")
+			dry, err := gc.GC(ctx, blobstorage.GCOptions{DryRun: true})
 			if err != nil {
 				continue
 			}
-			w.sched.Note(p.name, "gc --confirm")
-			gc := blobstorage.New(w.job, filepath.Join(p.dir, "gc"), opts)
-			epoch, err := gc.Acquire(ctx)
-			if err != nil {
-				continue
+			// Now and then the explicit override, gc --confirm --fence:
+			// it takes the writer role, fencing the job, which then takes
+			// it back (and fences this run) while it deletes.
+			fence := rng.IntN(4) == 0
+			if fence {
+				what += " --fence"
+				epoch, err := gc.Acquire(ctx)
+				if err != nil {
+					w.checks.noWriter(p.name)
+					continue
+				}
+				w.checks.writerEpoch(p.name, epoch)
 			}
-			w.checks.writerEpoch(p.name, epoch)
-			delay := 50*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond)))
+			ids := slices.Concat(dry.Dropped, dry.Retained)
+			w.sched.Note(p.name, "%s", what)
+			delay := time.Duration(rng.Int64N(int64(span)))
 			var wg sync.WaitGroup
+			switch rng.IntN(3) {
+			case 0:
+				// A failover meanwhile (a deploy, a node thought dead):
+				// a new writer takes over from the live one during the
+				// run, and the run must not take the new one's fresh
+				// work for the dead epoch's.
+				at := time.Duration(rng.Int64N(int64(span)))
+				wg.Go(func() {
+					time.Sleep(at)
+					w.sched.Note(p.name, "a failover beside %s", what)
+					w.startWriter()
+				})
+			case 1:
+				// A failover just before (a deploy, then a GC): the new
+				// writer recovers, and may roll forward, what the old one
+				// left prepared, while the run reads it as a dead
+				// writer's.
+				w.sched.Note(p.name, "a failover, then %s", what)
+				w.startWriter()
+			}
 			wg.Go(func() {
-				// Some time into the GC (it lists, then deletes).
 				time.Sleep(delay)
-				w.sched.Note(p.name, "restore the oldest completed beside gc --confirm")
+				w.sched.Note(p.name, "restore what gc drops, beside %s", what)
+				near := blobstorage.New(restoreLink, filepath.Join(p.dir, "near"), opts)
 				for _, id := range ids {
-					if w.operatorRestore(ctx, st, id) {
+					if w.operatorRestore(ctx, near, id) {
 						return
 					}
 				}
 			})
-			_, _ = gc.GC(ctx, blobstorage.GCOptions{})
+			rep, err := gc.GC(ctx, blobstorage.GCOptions{})
+			switch {
+			case errors.Is(err, blobstorage.ErrForeignStore) || (!fence && errors.Is(err, checkpoint.ErrFenced)):
+				// The job's own keys all parse; a GC with no role is never fenced.
+				w.Violation("%s beside the job: %v", what, err)
+			case err == nil:
+				w.sched.Note(p.name, "%s: dropped %v, deleted %d objects", what, rep.Dropped, rep.Objects)
+			default:
+				w.sched.Note(p.name, "%s: %v", what, err)
+			}
 			wg.Wait()
+			if fence {
+				w.checks.noWriter(p.name)
+			}
 		}
 	}
 }
@@ -213,4 +273,66 @@ func (w *World) restoreSavepoint(ctx context.Context, p *proc, opts blobstorage.
 		return
 	}
 	w.checkRestored(dst.StateDir(id), cp, "savepoint "+label+" in region 2")
+}
+
+// slowLink delays every call by up to a second of the simulation's time,
+// as an operator's far-away link does. The delay is a hash of the seed,
+// the operation and the key, not a draw: calls made in parallel take
+// theirs in whatever order and the run still replays.
+type slowLink struct {
+	blobstore.Blobstore
+	seed uint64
+	// filesOnly delays only what is not a record, a pointer or a pin.
+	filesOnly bool
+}
+
+func (l *slowLink) Unwrap() blobstore.Blobstore { return l.Blobstore }
+
+func (l *slowLink) wait(ctx context.Context, op, key string) {
+	if l.filesOnly && (strings.HasSuffix(key, "/checkpoint.json") || strings.HasPrefix(key, "_") || strings.HasPrefix(key, "pins/")) {
+		return
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d %s %s", l.seed, op, key)
+	t := time.NewTimer(time.Duration(h.Sum64() % uint64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (l *slowLink) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	l.wait(ctx, "get", key)
+	return l.Blobstore.Get(ctx, key)
+}
+
+func (l *slowLink) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	l.wait(ctx, "get", key)
+	return l.Blobstore.GetRange(ctx, key, offset, length)
+}
+
+func (l *slowLink) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	l.wait(ctx, "stat", key)
+	return l.Blobstore.Stat(ctx, key)
+}
+
+func (l *slowLink) Exists(ctx context.Context, key string) (bool, error) {
+	l.wait(ctx, "stat", key)
+	return l.Blobstore.Exists(ctx, key)
+}
+
+func (l *slowLink) Put(ctx context.Context, key string, r io.Reader) error {
+	l.wait(ctx, "put", key)
+	return l.Blobstore.Put(ctx, key, r)
+}
+
+func (l *slowLink) Delete(ctx context.Context, key string) error {
+	l.wait(ctx, "delete", key)
+	return l.Blobstore.Delete(ctx, key)
+}
+
+func (l *slowLink) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
+	l.wait(ctx, "list", prefix)
+	return l.Blobstore.List(ctx, prefix)
 }
