@@ -60,6 +60,7 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 func (s *Storage) claimLocked(ctx context.Context, epoch uint64, etag string) error {
 	s.epoch, s.writerETag, s.fenced = epoch, etag, false
 	s.job = nil
+	s.gen.Add(1)
 	clear(s.recordETag)
 	// Claim the pointers only after _writer is ours: a writer that took
 	// an epoch after us will claim them with a greater one, and we must

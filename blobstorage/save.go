@@ -172,6 +172,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	_, resave := s.recordETag[id]
+	latestID, latestRead := "", false
 	if !resave {
 		latest, _, _, err := s.readPointer(ctx, keyLatest, false)
 		if err != nil {
@@ -180,8 +181,9 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 		if latest.ID != "" && latest.ID >= id {
 			return fmt.Errorf("blobstorage: save %q: not newer than the latest checkpoint %q (ids sort in creation order)", id, latest.ID)
 		}
+		latestID, latestRead = latest.ID, true
 	}
-	job, err := s.jobToSaveLocked(ctx, data)
+	job, err := s.jobToSaveLocked(ctx, data, latestID, latestRead)
 	if err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
@@ -255,15 +257,34 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 }
 
 // jobOfStore is the job of the store's latest checkpoint, as this writer
-// last read or wrote it.
+// last read or wrote it; gen is the writer generation (Storage.gen) of a
+// hint a Load left.
 type jobOfStore struct {
 	latest string // "": the store holds no checkpoint
 	job    string
+	gen    uint64
 }
 
 // jobToSaveLocked returns the job id the record of data is saved under
-// (checkpoint.JobToSave), reading the latest record once per epoch.
-func (s *Storage) jobToSaveLocked(ctx context.Context, data *checkpoint.CheckpointData) (string, error) {
+// (checkpoint.JobToSave). The job of the latest checkpoint is read once
+// per epoch, and not at all after a Load of it under this epoch (the
+// runtime's recovery loads it before the first Save): latestID, when
+// latestRead, is the id _latest named a moment ago.
+func (s *Storage) jobToSaveLocked(ctx context.Context, data *checkpoint.CheckpointData, latestID string, latestRead bool) (string, error) {
+	if h := s.jobHint.Load(); s.job == nil && latestRead && h != nil && h.gen == s.gen.Load() && h.latest == latestID {
+		s.job = &jobOfStore{latest: h.latest, job: h.job}
+	}
+	if s.job == nil && latestRead {
+		s.job = &jobOfStore{}
+		if latestID != "" {
+			rec, err := s.readRecord(ctx, latestID)
+			if err != nil {
+				s.job = nil
+				return "", fmt.Errorf("read the latest checkpoint %s: %w", latestID, err)
+			}
+			s.job = &jobOfStore{latest: rec.ID, job: rec.JobID}
+		}
+	}
 	if s.job == nil {
 		rec, err := s.pointerRecord(ctx, keyLatest)
 		if err != nil {

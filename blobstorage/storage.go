@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark-io/tidemark/archive"
@@ -207,8 +208,12 @@ type Storage struct {
 	// were known to exist in (GC forgets what it deletes); nil until then.
 	remoteKnown map[string]uint64
 	// job is the job of the latest checkpoint (Save); nil until read,
-	// again after Acquire.
-	job *jobOfStore
+	// again after Acquire. jobHint is what the last Load of _latest
+	// found, under writer generation gen (bumped by every claim of the
+	// role), so that Save need not read it again.
+	job     *jobOfStore
+	jobHint atomic.Pointer[jobOfStore]
+	gen     atomic.Uint64
 
 	cache fileCache
 }
@@ -541,6 +546,18 @@ func (s *Storage) loadPointer(ctx context.Context, key string) (*checkpoint.Chec
 const pointerReads = 3
 
 func (s *Storage) pointerRecord(ctx context.Context, key string) (*Record, error) {
+	rec, err := s.followPointer(ctx, key)
+	if err == nil && key == keyLatest {
+		h := &jobOfStore{gen: s.gen.Load()}
+		if rec != nil {
+			h.latest, h.job = rec.ID, rec.JobID
+		}
+		s.jobHint.Store(h)
+	}
+	return rec, err
+}
+
+func (s *Storage) followPointer(ctx context.Context, key string) (*Record, error) {
 	var prev string
 	for i := 0; ; i++ {
 		p, _, ok, err := s.readPointer(ctx, key, false)
