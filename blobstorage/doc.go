@@ -18,6 +18,7 @@
 //	_latest, _latest-completed                         pointers {"id", "epoch"}, moved by CAS
 //	_writer                                            writer epoch {"epoch", "writer", "since"}
 //	_tidemark                                          the store's identity mark {"format", "created"}
+//	_replication                                       a replica's status, written by its Replicator
 //	pins/<id>/<nonce>                                  restore pins
 //	savepoints/<label>                                 savepoints (checkpoint.SavepointPrefix)
 //	savepoint-data/…                                   their content and locks (package savepoint's layout)
@@ -122,10 +123,27 @@
 // store call it first, so that a mistyped prefix is an error, not a new
 // store.
 //
+// # Job identity
+//
+// Every record carries its job's id (checkpoint.JobToSave): Save stamps
+// the job of the latest checkpoint on a record without one, and refuses
+// a record of another job unless it starts one (a savepoint restored as
+// a new job). The id changes only with the pointer that names the
+// latest record.
+//
+// # Replication
+//
+// A Replicator copies every completed checkpoint from one store to a
+// replica of which it is the writer: each checkpoint's objects first,
+// verified against the record, then the record, then the pointers; it
+// keeps the replica's status in _replication and measures the recovery
+// point. docs/replication.md has the protocol, failover and figures.
+//
 // # Files
 //
 // storage.go holds the type, its options and the loads; layout.go every
 // key; fence.go the writer role; save.go, restore.go, gc.go, archive.go
 // one operation each; worker.go and parts.go the workers of a job
-// spanning hosts and the commit of their parts; remote.go the remote mode.
+// spanning hosts and the commit of their parts; remote.go the remote mode;
+// replicate.go replication.
 package blobstorage

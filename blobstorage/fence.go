@@ -45,11 +45,22 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 	if err := s.ensureMarked(ctx); err != nil {
 		return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 	}
-	epoch, etag, err := s.takeEpoch(ctx)
+	epoch, etag, err := s.takeEpoch(ctx, "", 0)
 	if err != nil {
 		return 0, fmt.Errorf("blobstorage: acquire: %w", err)
 	}
+	if err := s.claimLocked(ctx, epoch, etag); err != nil {
+		return 0, fmt.Errorf("blobstorage: acquire: %w", err)
+	}
+	return epoch, nil
+}
+
+// claimLocked makes epoch (written to _writer with etag) this writer's,
+// then claims the pointers with it.
+func (s *Storage) claimLocked(ctx context.Context, epoch uint64, etag string) error {
 	s.epoch, s.writerETag, s.fenced = epoch, etag, false
+	s.job = nil
+	s.gen.Add(1)
 	clear(s.recordETag)
 	// Claim the pointers only after _writer is ours: a writer that took
 	// an epoch after us will claim them with a greater one, and we must
@@ -59,16 +70,38 @@ func (s *Storage) Acquire(ctx context.Context) (uint64, error) {
 			if errors.Is(err, checkpoint.ErrFenced) {
 				s.markFencedLocked()
 			}
-			return 0, fmt.Errorf("blobstorage: acquire: %w", err)
+			return err
 		}
 	}
 	s.opts.Logger.Debug("checkpoint: writer acquired", "epoch", epoch, "writer", s.opts.WriterName)
-	return epoch, nil
+	return nil
 }
 
-// takeEpoch writes _writer with the stored epoch + 1 (1 if absent), by
-// compare-and-swap, retrying until it wins.
-func (s *Storage) takeEpoch(ctx context.Context) (uint64, string, error) {
+// raiseEpochLocked takes an epoch of at least min for the writer that
+// holds the role now, by compare-and-swap on the _writer it wrote: if
+// another writer took the role meanwhile, it is fenced instead, and
+// fences nobody. A replicator raises its epoch above the epochs of the
+// records it copies (see Replicator).
+func (s *Storage) raiseEpochLocked(ctx context.Context, min uint64) error {
+	if err := s.checkWriterLocked(ctx); err != nil {
+		return err
+	}
+	epoch, etag, err := s.takeEpoch(ctx, s.writerETag, min)
+	if errors.Is(err, blobstore.ErrPreconditionFailed) {
+		s.markFencedLocked()
+		return fmt.Errorf("epoch %d: %s changed: %w", s.epoch, keyWriter, checkpoint.ErrFenced)
+	}
+	if err != nil {
+		return err
+	}
+	return s.claimLocked(ctx, epoch, etag)
+}
+
+// takeEpoch writes _writer with the stored epoch + 1 (1 if absent), or
+// min if greater, by compare-and-swap, retrying until it wins. With
+// match set, it writes only over the _writer of that ETag, once:
+// ErrPreconditionFailed when it changed.
+func (s *Storage) takeEpoch(ctx context.Context, match string, min uint64) (uint64, string, error) {
 	for {
 		var cur writerRecord
 		etag, err := s.getJSON(ctx, keyWriter, &cur, true)
@@ -76,7 +109,10 @@ func (s *Storage) takeEpoch(ctx context.Context) (uint64, string, error) {
 		if err != nil && !absent {
 			return 0, "", fmt.Errorf("read %s: %w", keyWriter, err)
 		}
-		next := writerRecord{Epoch: cur.Epoch + 1, Writer: s.opts.WriterName, Since: time.Now().UTC()}
+		if match != "" && (absent || etag != match) {
+			return 0, "", blobstore.ErrPreconditionFailed
+		}
+		next := writerRecord{Epoch: max(cur.Epoch+1, min), Writer: s.opts.WriterName, Since: time.Now().UTC()}
 		body := bytes.NewReader(encodeJSON(next))
 		var newETag string
 		if absent {
@@ -85,6 +121,9 @@ func (s *Storage) takeEpoch(ctx context.Context) (uint64, string, error) {
 			newETag, err = s.bs.PutIfMatch(ctx, keyWriter, etag, body)
 		}
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {
+			if match != "" {
+				return 0, "", err
+			}
 			continue // another writer moved it: take the one after theirs
 		}
 		if err != nil {

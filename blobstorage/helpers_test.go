@@ -267,6 +267,7 @@ var ctx = context.Background()
 // record is a completed-or-prepared record with the fields tests compare.
 func record(id string, status checkpoint.Status) *checkpoint.CheckpointData {
 	return &checkpoint.CheckpointData{
+		JobID:     "job-test",
 		ID:        id,
 		Timestamp: time.Date(2026, 7, 19, 10, 0, 0, 0, time.UTC),
 		Operators: map[string][]byte{"0": []byte("op-" + id)},

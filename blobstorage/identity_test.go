@@ -108,6 +108,7 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 		"_writer":           kindWriter,
 		"_latest":           kindPointer,
 		"_latest-completed": kindPointer,
+		"_replication":      kindReplication,
 		recordKey(id):       kindRecord,
 		privateKey(id, 3, "op", "MANIFEST-000001"):                     kindPrivate,
 		privateKey(id, 3, "op", "sub/000002.log"):                      kindPrivate,
@@ -178,18 +179,19 @@ func TestParseKeyTellsTheLayoutFromLookAlikes(t *testing.T) {
 // parses, so none may decide a store's identity or be planned over by GC.
 func lookAlikeOf(id string) map[keyKind]string {
 	return map[keyKind]string{
-		kindMark:      "_tidemark.txt",
-		kindWriter:    "_writer.bak",
-		kindPointer:   "_latest-completed.old",
-		kindRecord:    "checkpoints/" + id + "/checkpoint.json.bak",
-		kindPrivate:   "checkpoints/" + id + "/private/draft/w0/MANIFEST",
-		kindPart:      "checkpoints/" + id + "/parts/e1/w0/w-1/notes.txt",
-		kindPartFile:  "checkpoints/" + id + "/parts/e1/w0/w-1/other/000001.sst",
-		kindShared:    "shared/w0/" + id + "-e1/report.pdf",
-		kindRemote:    "remote/w0/e1-00aa/notes.txt",
-		kindPin:       "pins/" + id + "/a/b",
-		kindSavepoint: "savepoints/team/v1.tar",
-		kindProbe:     "_tidemark_probe/notes.txt",
+		kindMark:        "_tidemark.txt",
+		kindWriter:      "_writer.bak",
+		kindPointer:     "_latest-completed.old",
+		kindRecord:      "checkpoints/" + id + "/checkpoint.json.bak",
+		kindPrivate:     "checkpoints/" + id + "/private/draft/w0/MANIFEST",
+		kindPart:        "checkpoints/" + id + "/parts/e1/w0/w-1/notes.txt",
+		kindPartFile:    "checkpoints/" + id + "/parts/e1/w0/w-1/other/000001.sst",
+		kindShared:      "shared/w0/" + id + "-e1/report.pdf",
+		kindRemote:      "remote/w0/e1-00aa/notes.txt",
+		kindPin:         "pins/" + id + "/a/b",
+		kindSavepoint:   "savepoints/team/v1.tar",
+		kindProbe:       "_tidemark_probe/notes.txt",
+		kindReplication: "_replication.json",
 	}
 }
 
@@ -208,7 +210,7 @@ func lookAlikes(id string) []string {
 
 func TestEveryKeyClassHasALookAlike(t *testing.T) {
 	m := lookAlikeOf(checkpoint.NewID(1))
-	for k := kindMark; k <= kindProbe; k++ {
+	for k := kindMark; k <= kindReplication; k++ {
 		key, ok := m[k]
 		if !ok {
 			t.Errorf("key class %d has no look-alike in lookAlikeOf", k)

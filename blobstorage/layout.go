@@ -24,6 +24,7 @@ const (
 	keyLatestCompleted = "_latest-completed"
 	keyWriter          = "_writer"
 	keyMark            = "_tidemark"
+	keyReplication     = "_replication" // a replica's status, written by its replicator
 	// dirProbe is where s3store's Probe (blobstore.Prober) writes for a
 	// moment, before a writer's first write: Tidemark's, though no layout's.
 	dirProbe = "_tidemark_probe/"
@@ -159,13 +160,14 @@ func introducedBy(key, owner, id string) bool {
 
 // KeyClasses lists every class KeyClass returns but "other", for metrics
 // that register their series up front.
-var KeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint"}
+var KeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint", "replication"}
 
 // KeyClass names the part of the layout a key belongs to, for metrics and
 // logs that count operations per kind of object: "record", "part" (a
 // worker's part document; its files are "private" or "shared"),
 // "private", "shared", "remote", "pointer", "writer", "mark", "pin",
-// "savepoint", or "other" for a key that is not Tidemark's.
+// "savepoint", "replication" (a replica's status), or "other" for a key
+// that is not Tidemark's.
 func KeyClass(key string) string {
 	switch {
 	case key == dirCheckpoints:
@@ -176,6 +178,8 @@ func KeyClass(key string) string {
 		return "writer"
 	case key == keyMark:
 		return "mark"
+	case key == keyReplication:
+		return "replication"
 	case strings.HasPrefix(key, dirShared):
 		return "shared"
 	case strings.HasPrefix(key, dirRemote):
@@ -212,7 +216,8 @@ const (
 	kindRemote   // remote/<owner>/e<epoch>-<nonce>/<pebble object name>
 	kindPin      // pins/<id>/<nonce>
 	kindSavepoint
-	kindProbe // _tidemark_probe/<32 hex>/<path>: s3store's probe, left while it runs
+	kindProbe       // _tidemark_probe/<32 hex>/<path>: s3store's probe, left while it runs
+	kindReplication // _replication: a replica's status (Replicator)
 )
 
 // parsedKey is what the layout's grammar says of one key.
@@ -236,6 +241,8 @@ func parseKey(key string, immutable func(string) bool) (parsedKey, bool) {
 		return parsedKey{kind: kindWriter}, true
 	case keyLatest, keyLatestCompleted:
 		return parsedKey{kind: kindPointer}, true
+	case keyReplication:
+		return parsedKey{kind: kindReplication}, true
 	}
 	if blobstore.ValidateKey(key) != nil {
 		return parsedKey{}, false

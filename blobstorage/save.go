@@ -172,6 +172,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
 	_, resave := s.recordETag[id]
+	latestID, latestRead := "", false
 	if !resave {
 		latest, _, _, err := s.readPointer(ctx, keyLatest, false)
 		if err != nil {
@@ -180,6 +181,16 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 		if latest.ID != "" && latest.ID >= id {
 			return fmt.Errorf("blobstorage: save %q: not newer than the latest checkpoint %q (ids sort in creation order)", id, latest.ID)
 		}
+		latestID, latestRead = latest.ID, true
+	}
+	job, err := s.jobToSaveLocked(ctx, data, latestID, latestRead)
+	if err != nil {
+		return fmt.Errorf("blobstorage: save %q: %w", id, err)
+	}
+	if data.JobID != job {
+		stamped := *data
+		stamped.JobID = job
+		data = &stamped
 	}
 
 	// The owners assigned to workers come from their parts (parts.go),
@@ -227,6 +238,9 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 			return fmt.Errorf("blobstorage: save %q: %w", id, err)
 		}
 	}
+	if rec.Completed() {
+		rec.CompletedAt = time.Now().UTC()
+	}
 	if err := s.writeRecordLocked(ctx, rec); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
@@ -238,7 +252,54 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	if err := s.advancePointersLocked(ctx, id, data.Completed()); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}
+	s.job = &jobOfStore{latest: id, job: job}
 	return nil
+}
+
+// jobOfStore is the job of the store's latest checkpoint, as this writer
+// last read or wrote it; gen is the writer generation (Storage.gen) of a
+// hint a Load left.
+type jobOfStore struct {
+	latest string // "": the store holds no checkpoint
+	job    string
+	gen    uint64
+}
+
+// jobToSaveLocked returns the job id the record of data is saved under
+// (checkpoint.JobToSave). The job of the latest checkpoint is read once
+// per epoch, and not at all after a Load of it under this epoch (the
+// runtime's recovery loads it before the first Save): latestID, when
+// latestRead, is the id _latest named a moment ago.
+func (s *Storage) jobToSaveLocked(ctx context.Context, data *checkpoint.CheckpointData, latestID string, latestRead bool) (string, error) {
+	if h := s.jobHint.Load(); s.job == nil && latestRead && h != nil && h.gen == s.gen.Load() && h.latest == latestID {
+		s.job = &jobOfStore{latest: h.latest, job: h.job}
+	}
+	if s.job == nil && latestRead {
+		s.job = &jobOfStore{}
+		if latestID != "" {
+			rec, err := s.readRecord(ctx, latestID)
+			if err != nil {
+				s.job = nil
+				return "", fmt.Errorf("read the latest checkpoint %s: %w", latestID, err)
+			}
+			s.job = &jobOfStore{latest: rec.ID, job: rec.JobID}
+		}
+	}
+	if s.job == nil {
+		rec, err := s.pointerRecord(ctx, keyLatest)
+		if err != nil {
+			return "", err
+		}
+		s.job = &jobOfStore{}
+		if rec != nil {
+			s.job = &jobOfStore{latest: rec.ID, job: rec.JobID}
+		}
+	}
+	var latest *checkpoint.CheckpointData
+	if s.job.latest != "" {
+		latest = &checkpoint.CheckpointData{ID: s.job.latest, JobID: s.job.job}
+	}
+	return checkpoint.JobToSave(data, latest)
 }
 
 // writeRecordLocked writes rec: create-if-absent for an id this writer

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark-io/tidemark/archive"
@@ -133,6 +134,11 @@ type Record struct {
 	// their state references (see UseRemote): owned by the checkpoint,
 	// not uploaded by it.
 	Remote map[string][]RemoteRef `json:"remote,omitempty"`
+	// CompletedAt is when the writer completed the checkpoint (wrote
+	// the record with a completed status), on its clock; zero for a
+	// prepared one and in records written before the field existed.
+	// A Replicator measures the recovery point from it.
+	CompletedAt time.Time `json:"completed_at,omitzero"`
 }
 
 // pointer is the content of _latest and _latest-completed. An empty
@@ -201,6 +207,13 @@ type Storage struct {
 	// remoteKnown maps remote objects a Save checked to the epoch they
 	// were known to exist in (GC forgets what it deletes); nil until then.
 	remoteKnown map[string]uint64
+	// job is the job of the latest checkpoint (Save); nil until read,
+	// again after Acquire. jobHint is what the last Load of _latest
+	// found, under writer generation gen (bumped by every claim of the
+	// role), so that Save need not read it again.
+	job     *jobOfStore
+	jobHint atomic.Pointer[jobOfStore]
+	gen     atomic.Uint64
 
 	cache fileCache
 }
@@ -444,10 +457,11 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, err
 	}
 	var extra struct {
-		Epoch   uint64                 `json:"epoch"`
-		Files   map[string][]FileRef   `json:"files"`
-		Workers map[string]string      `json:"workers"`
-		Remote  map[string][]RemoteRef `json:"remote"`
+		Epoch       uint64                 `json:"epoch"`
+		Files       map[string][]FileRef   `json:"files"`
+		Workers     map[string]string      `json:"workers"`
+		Remote      map[string][]RemoteRef `json:"remote"`
+		CompletedAt time.Time              `json:"completed_at"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -458,7 +472,7 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateRemote(d, extra.Remote); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote}, nil
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote, CompletedAt: extra.CompletedAt}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no
@@ -532,6 +546,18 @@ func (s *Storage) loadPointer(ctx context.Context, key string) (*checkpoint.Chec
 const pointerReads = 3
 
 func (s *Storage) pointerRecord(ctx context.Context, key string) (*Record, error) {
+	rec, err := s.followPointer(ctx, key)
+	if err == nil && key == keyLatest {
+		h := &jobOfStore{gen: s.gen.Load()}
+		if rec != nil {
+			h.latest, h.job = rec.ID, rec.JobID
+		}
+		s.jobHint.Store(h)
+	}
+	return rec, err
+}
+
+func (s *Storage) followPointer(ctx context.Context, key string) (*Record, error) {
 	var prev string
 	for i := 0; ; i++ {
 		p, _, ok, err := s.readPointer(ctx, key, false)
@@ -624,6 +650,9 @@ func (s *Storage) UpdateStatus(ctx context.Context, id string, status checkpoint
 			return fmt.Errorf("blobstorage: update status %q: record written by epoch %d > ours %d: %w", id, rec.Epoch, s.epoch, checkpoint.ErrFenced)
 		}
 		rec.Status = status
+		if rec.Completed() && rec.CompletedAt.IsZero() {
+			rec.CompletedAt = time.Now().UTC()
+		}
 		newETag, err := s.bs.PutIfMatch(ctx, recordKey(id), etag, bytes.NewReader(encodeJSON(rec)))
 		if errors.Is(err, blobstore.ErrPreconditionFailed) {
 			// Someone rewrote the record between our read and write:

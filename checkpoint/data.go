@@ -72,6 +72,9 @@ type CheckpointData struct {
 	Status    Status            `json:"status,omitempty"`     // empty means completed
 	TxnID     string            `json:"txn_id,omitempty"`     // sink transactional id (diagnostics)
 	StateDirs map[string]string `json:"state_dirs,omitempty"` // ownerID -> path relative to StateDir(ID)
+	// JobID names the job whose lineage the checkpoint belongs to (see
+	// NewJobID and JobToSave); empty in records written before job ids.
+	JobID string `json:"job_id,omitempty"`
 }
 
 // Completed reports whether this checkpoint is safe to restore from: its
@@ -117,7 +120,8 @@ func marshalRecord(d *CheckpointData) ([]byte, error) {
 // ValidateRecord checks what every Storage requires of a record before it
 // saves one and after it reads one: a valid id (ValidateID) that NextID can
 // follow (so that a later checkpoint can always become the latest), a
-// known status and valid state directories (ValidateStateDirs).
+// known status, valid state directories (ValidateStateDirs) and a valid
+// job id if any (ValidateJobID).
 func ValidateRecord(d *CheckpointData) error {
 	if d == nil {
 		return errors.New("nil record")
@@ -136,6 +140,11 @@ func ValidateRecord(d *CheckpointData) error {
 	}
 	if err := ValidateStateDirs(d.StateDirs); err != nil {
 		return fmt.Errorf("record %q: %w", d.ID, err)
+	}
+	if d.JobID != "" {
+		if err := ValidateJobID(d.JobID); err != nil {
+			return fmt.Errorf("record %q: %w", d.ID, err)
+		}
 	}
 	return nil
 }

@@ -76,7 +76,8 @@ type pointer struct {
 
 // Save writes data as <id>.json atomically and durably, then moves
 // latest.json (and, for a completed checkpoint, latest-completed.json)
-// forward to it if its id is newer than the one they name.
+// forward to it if its id is newer than the one they name. The record
+// carries the job id JobToSave gives (data is not changed).
 func (s *FileStorage) Save(ctx context.Context, data *CheckpointData) error {
 	if err := ValidateRecord(data); err != nil {
 		return fmt.Errorf("checkpoint: save: %w", err)
@@ -86,7 +87,15 @@ func (s *FileStorage) Save(ctx context.Context, data *CheckpointData) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: save %q: %w", data.ID, err)
 	}
-	return s.writeRecordLocked(ctx, data)
+	latest, err := s.loadPointer(ctx, latestFile)
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", data.ID, err)
+	}
+	job, err := JobToSave(data, latest)
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %q: %w", data.ID, err)
+	}
+	return s.writeRecordLocked(ctx, withJob(data, job))
 }
 
 // writeRecordLocked writes the record and then the pointers. The order is

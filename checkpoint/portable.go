@@ -147,6 +147,18 @@ func archiveFiles(ctx context.Context, src Storage, id string, known func(key st
 // A staging directory left by a crash is named like an orphan state
 // directory, so FileStorage.SweepOrphans removes it.
 func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, error) {
+	return ExtractCheckpointWith(ctx, dst, r, RestoreOptions{})
+}
+
+// ExtractCheckpointWith is ExtractCheckpoint with options. Before
+// anything is written it refuses, with a *JobMismatch wrapping
+// ErrOtherJob, an archive of another job than the checkpoints dst holds
+// (see CheckJob), unless opts.NewJob: then the checkpoint gets a new job
+// id (NewJobID) and, onto a dst holding checkpoints, a new lineage after
+// them even when its id is newer, its record marked as the start of the
+// job (JobStartKey). Without NewJob the checkpoint keeps its job id; one
+// without (an archive from before ids) takes dst's.
+func ExtractCheckpointWith(ctx context.Context, dst Storage, r io.Reader, opts RestoreOptions) (string, error) {
 	ar, err := archive.NewReader(ctx, r, archive.Limits{})
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract: %w", err)
@@ -189,7 +201,13 @@ func ExtractCheckpoint(ctx context.Context, dst Storage, r io.Reader) (string, e
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 	}
-	if latest != nil && latest.ID >= id {
+	if err := checkJob(cp, latest, opts); err != nil {
+		return "", fmt.Errorf("checkpoint: extract: %w", err)
+	}
+	if opts.NewJob {
+		startJob(cp)
+	}
+	if latest != nil && (latest.ID >= id || opts.NewJob) {
 		// A rollback: a new lineage after every existing checkpoint.
 		next, err := NextID(latest.ID)
 		if err != nil {

@@ -161,6 +161,17 @@ func ListSavepoints(ctx context.Context, bs Blobstore) ([]string, error) {
 // replaces one: use a label per deploy, and delete old ones with
 // DeleteSavepoint (`tidemark savepoint rm`).
 func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label string) (string, error) {
+	return RestoreSavepointWith(ctx, dst, bs, label, RestoreOptions{})
+}
+
+// RestoreSavepointWith is RestoreSavepoint with options: a savepoint of
+// another job than the checkpoints dst holds is refused before anything
+// is written (a *JobMismatch wrapping ErrOtherJob) unless opts.NewJob
+// (see ExtractCheckpointWith). Taking the writer role of a
+// blobstorage.Storage writes to the store: to refuse with the store
+// unchanged, call CheckJob on the savepoint's record (SavepointRecord)
+// before Acquire.
+func RestoreSavepointWith(ctx context.Context, dst Storage, bs Blobstore, label string, opts RestoreOptions) (string, error) {
 	if err := ValidateLabel(label); err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint: %w", err)
 	}
@@ -171,7 +182,7 @@ func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label stri
 	defer sp.Close()
 	rc := sp.Archive(ctx)
 	defer rc.Close()
-	id, err := ExtractCheckpoint(ctx, dst, rc)
+	id, err := ExtractCheckpointWith(ctx, dst, rc, opts)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: restore savepoint %q: %w", label, err)
 	}
@@ -269,4 +280,24 @@ func missingSavepoint(err error) error {
 		return fmt.Errorf("no such savepoint in the store: %w", ErrBlobNotFound)
 	}
 	return err
+}
+
+// SavepointRecord returns the checkpoint record the named savepoint holds
+// (its manifest's, in either format), reading no file and taking no lock
+// (savepoint.ReadManifest): for CheckJob, and for a tool that says what a
+// savepoint is before restoring it. A record that does not decode wraps
+// archive.ErrCorrupt.
+func SavepointRecord(ctx context.Context, bs Blobstore, label string) (*CheckpointData, error) {
+	if err := ValidateLabel(label); err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint record: %w", err)
+	}
+	m, _, err := savepoint.ReadManifest(ctx, bs, label, savepoint.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint %q: %w", label, missingSavepoint(err))
+	}
+	cp, err := DecodeRecord(m.Record)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: savepoint %q: %w: %w", label, archive.ErrCorrupt, err)
+	}
+	return cp, nil
 }

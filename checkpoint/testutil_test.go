@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// record is a completed-or-prepared record with the fields tests compare.
+// record is a completed-or-prepared record with the fields tests compare,
+// of job "job-test" (so that a Save stamps nothing on it).
 func record(id string, status Status) *CheckpointData {
 	return &CheckpointData{
+		JobID:     "job-test",
 		ID:        id,
 		Timestamp: time.Date(2026, 7, 19, 10, 0, 0, 0, time.UTC),
 		Operators: map[string][]byte{"0": []byte("op-" + id)},

@@ -13,6 +13,10 @@ func TestMain(m *testing.M) {
 		// test run.
 		os.Exit(instantChild())
 	}
+	if os.Getenv(replicateChildEnv) != "" {
+		// A replicator process the drills kill (replication_test.go).
+		os.Exit(replicateChild())
+	}
 	if os.Getenv(copyChildEnv) != "" {
 		// A savepoint copy the test kills mid-way
 		// (savepoint_area_test.go).

@@ -8,6 +8,8 @@
 //   - CheckpointMetrics observes a checkpoint Storage: saves, restores,
 //     garbage collection, fencing, and the time of the latest completed
 //     checkpoint, whose age is the alert every operator writes;
+//   - ReplicationMetrics observes a blobstorage.Replicator: the recovery
+//     point of the replica (docs/replication.md) and what was copied;
 //   - BuildInfoCollector and NewRegistry add tidemark_build_info and the
 //     Go runtime and process collectors;
 //   - Start serves a registry at /metrics until its context ends.
@@ -56,6 +58,13 @@
 //	tidemark_checkpoint_gc_expired_pins_total             counter    -                           expired restore pins removed by garbage collection
 //	tidemark_checkpoint_fenced_total                      counter    -                           times this writer was fenced by a newer writer epoch (it must stop)
 //	tidemark_checkpoint_last_completed_timestamp_seconds  gauge      -                           Unix time at which this process last completed a checkpoint (0 before its first)
+//	tidemark_replication_recovery_point_seconds           gauge      -                           how long the replica has lacked a checkpoint the source completed (0 when it holds the source's latest completed one)
+//	tidemark_replication_checkpoint_duration_seconds      histogram  result                      duration of checkpoint copies to the replica; _count is the number of checkpoints copied
+//	tidemark_replication_copied_bytes_total               counter    -                           bytes of objects copied to the replica, each verified against its record
+//	tidemark_replication_copied_objects_total             counter    -                           objects copied to the replica
+//	tidemark_replication_skipped_bytes_total              counter    -                           bytes of objects the replica held already, not sent again
+//	tidemark_replication_skipped_objects_total            counter    -                           objects the replica held already, not sent again
+//	tidemark_replication_last_source_completed_timestamp_seconds  gauge  -                       Unix time at which the source completed the replica's latest checkpoint
 //	tidemark_build_info                                   gauge      version,revision,goversion  always 1; the labels say which build is running
 //
 // Failures follow thanos objstore: an answer the caller asked for (a

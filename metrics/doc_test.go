@@ -28,6 +28,9 @@ func registered(t *testing.T) map[string]documented {
 	if _, err := NewCheckpointMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := NewReplicationMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
 	reg.MustRegister(BuildInfoCollector())
 	mfs, err := reg.Gather()
 	if err != nil {

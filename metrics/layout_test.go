@@ -17,7 +17,7 @@ import (
 
 // checkpointKeyClasses are the classes blobstorage.KeyClass returns
 // (besides "other").
-var checkpointKeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint"}
+var checkpointKeyClasses = []string{"record", "part", "private", "shared", "remote", "pointer", "writer", "mark", "pin", "savepoint", "replication"}
 
 // With blobstorage.KeyClass as the classifier, a writer's saves, a fresh
 // node's restore and GC touch only keys of the declared classes: no

@@ -15,8 +15,10 @@
 // semantics: nil with no error when empty, round trip of every record
 // field, latest of any status versus latest completed, empty status as
 // completed, ErrNotFound for missing ids, pointers that never move
-// backwards, and state directories that checkpoint.Materialize makes
-// present under StateDir.
+// backwards, state directories that checkpoint.Materialize makes
+// present under StateDir, and job identity (checkpoint.JobToSave): one
+// job id stamped on every record, another job's record refused unless
+// it starts a job.
 package storagetest
 
 import (
@@ -49,6 +51,9 @@ func Run(t *testing.T, newStorage func(t *testing.T) checkpoint.Storage) {
 		{"LatestCompletedNeverMovesBackwards", testNeverBackwards},
 		{"StateDirsAreMaterialized", testStateDirs},
 		{"StateDirOfInvalidIDIsEmpty", testInvalidStateDir},
+		{"EveryRecordCarriesTheStoresJobID", testJobStamped},
+		{"RecordOfAnotherJobIsRefused", testOtherJobRefused},
+		{"RecordStartingAJobChangesTheStoresJob", testJobStart},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each subtest has a Storage of its own
@@ -107,6 +112,7 @@ func testEmpty(t *testing.T, s checkpoint.Storage) {
 func testRoundTrip(t *testing.T, s checkpoint.Storage) {
 	want := rec(1, checkpoint.StatusCompleted)
 	want.StateDirs = map[string]string{"w0": "w0", "w1": "nested/w1"}
+	want.JobID = "job-roundtrip"
 	writeFiles(t, s, want, map[string]string{"w0/a.sst": "a", "nested/w1/MANIFEST": "m"})
 	save(t, s, want)
 	for name, load := range map[string]func() (*checkpoint.CheckpointData, error){
@@ -219,5 +225,60 @@ func writeFiles(t *testing.T, s checkpoint.Storage, d *checkpoint.CheckpointData
 		if err := os.WriteFile(dst, []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func testJobStamped(t *testing.T, s checkpoint.Storage) {
+	first := rec(1, checkpoint.StatusCompleted)
+	save(t, s, first)
+	if first.JobID != "" {
+		t.Fatalf("Save changed the caller's record: job id %q", first.JobID)
+	}
+	got, err := s.LoadSpecific(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.ValidateJobID(got.JobID); err != nil {
+		t.Fatalf("the first record of a store got no valid job id: %v", err)
+	}
+	save(t, s, rec(2, checkpoint.StatusPrepared))
+	if err := s.UpdateStatus(ctx, checkpoint.NewID(2), checkpoint.StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+	save(t, s, rec(3, checkpoint.StatusCompleted))
+	for seq := uint64(2); seq <= 3; seq++ {
+		d, err := s.LoadSpecific(ctx, checkpoint.NewID(seq))
+		if err != nil || d.JobID != got.JobID {
+			t.Errorf("record %d: job %q, %v; want the store's %q", seq, d.JobID, err, got.JobID)
+		}
+	}
+}
+
+func testOtherJobRefused(t *testing.T, s checkpoint.Storage) {
+	mine := rec(1, checkpoint.StatusCompleted)
+	mine.JobID = "job-mine"
+	save(t, s, mine)
+	other := rec(2, checkpoint.StatusCompleted)
+	other.JobID = "job-other"
+	err := s.Save(ctx, other)
+	var m *checkpoint.JobMismatch
+	if !errors.Is(err, checkpoint.ErrOtherJob) || !errors.As(err, &m) || m.Job != "job-other" || m.Store != "job-mine" {
+		t.Fatalf("Save of another job's record = %v; want a JobMismatch of job-other onto job-mine", err)
+	}
+	wantIDs(t, s, mine.ID, mine.ID)
+}
+
+func testJobStart(t *testing.T, s checkpoint.Storage) {
+	mine := rec(1, checkpoint.StatusCompleted)
+	mine.JobID = "job-old"
+	save(t, s, mine)
+	start := rec(2, checkpoint.StatusCompleted)
+	start.JobID = "job-new"
+	start.Source[checkpoint.JobStartKey] = []byte("job-new")
+	save(t, s, start)
+	save(t, s, rec(3, checkpoint.StatusCompleted))
+	d, err := s.LoadSpecific(ctx, checkpoint.NewID(3))
+	if err != nil || d.JobID != "job-new" {
+		t.Fatalf("the record after a job start: job %q, %v; want job-new", d.JobID, err)
 	}
 }

@@ -25,7 +25,10 @@ type checkpointInfo struct {
 	Timestamp time.Time         `json:"timestamp"`
 	Age       string            `json:"age"`
 	Epoch     uint64            `json:"epoch"`
-	Files     int               `json:"files"`
+	// Job is the id of the job the checkpoint belongs to ("" for a
+	// record from before job ids).
+	Job   string `json:"job,omitempty"`
+	Files int    `json:"files"`
 	// Size is the checkpoint's total state size; New is the part first
 	// uploaded by this checkpoint (the rest is shared with older ones).
 	Size int64 `json:"size"`
@@ -93,7 +96,7 @@ func (e summaryError) Unwrap() error { return e.err }
 
 // summarize summarizes rec, the record of id.
 func summarize(id string, rec *blobstorage.Record, now time.Time) checkpointInfo {
-	ci := checkpointInfo{ID: id, Status: rec.Status, Timestamp: rec.Timestamp, Epoch: rec.Epoch}
+	ci := checkpointInfo{ID: id, Status: rec.Status, Timestamp: rec.Timestamp, Epoch: rec.Epoch, Job: rec.JobID}
 	if ci.Status == "" {
 		ci.Status = checkpoint.StatusCompleted
 	}
@@ -170,7 +173,9 @@ func (a *app) lsCmd() *cobra.Command {
 		Short: "List checkpoints and savepoints with status, size and age",
 		Long: `ls lists the checkpoints of the store (id, status, epoch of the writer, number of
 files, total state size, bytes first uploaded by that checkpoint, age) marking
-the ones the latest and latest-completed pointers name, then its savepoints.
+the ones the latest and latest-completed pointers name, then its savepoints, and,
+for a replica ('tidemark replicate'), what its replicator last wrote: the source,
+the latest checkpoint copied and the recovery point.
 
 ls is the diagnosis tool: a record it cannot read and a pointer that is damaged
 (does not decode, names an invalid id, or names a checkpoint with no record) are
@@ -237,7 +242,15 @@ listed with what is wrong, after everything else ls could read, and ls then exit
 			if err != nil {
 				return err
 			}
-			a.emit(map[string]any{"checkpoints": cps, "savepoints": sps, "pointers": ptrs}, func(w io.Writer) {
+			repl, err := blobstorage.ReadReplicationStatus(ctx, bs)
+			if err != nil {
+				problems = append(problems, err)
+			}
+			out := map[string]any{"checkpoints": cps, "savepoints": sps, "pointers": ptrs}
+			if repl != nil {
+				out["replication"] = replicationInfo{ReplicationStatus: *repl, RecoveryPoint: repl.RecoveryPoint(now).Seconds()}
+			}
+			a.emit(out, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				if len(cps) == 0 {
 					fmt.Fprintln(tw, "no checkpoints")
@@ -262,6 +275,10 @@ listed with what is wrong, after everything else ls could read, and ls then exit
 					}
 				}
 				tw.Flush()
+				if repl != nil {
+					fmt.Fprintln(w)
+					describeReplication(w, repl, now)
+				}
 				for _, p := range ptrs {
 					if p.Error != "" {
 						fmt.Fprintf(w, "\npointer %s: %s\n", p.Name, p.Error)
@@ -271,4 +288,30 @@ listed with what is wrong, after everything else ls could read, and ls then exit
 			return lsProblems(problems)
 		},
 	}
+}
+
+// replicationInfo is a replica's status in ls: as its replicator wrote
+// it, and the recovery point it states now.
+type replicationInfo struct {
+	blobstorage.ReplicationStatus
+	RecoveryPoint float64 `json:"recovery_point_seconds"`
+}
+
+// describeReplication says what a replica's status says, in two lines.
+func describeReplication(w io.Writer, st *blobstorage.ReplicationStatus, now time.Time) {
+	src := st.Source
+	if src == "" {
+		src = "its source"
+	}
+	fmt.Fprintf(w, "replica of %s, written by %s (epoch %d)", src, strings.TrimPrefix(st.Replicator, "replicator/"), st.Epoch)
+	if st.Checkpoint != "" {
+		fmt.Fprintf(w, ": latest completed %s, completed in the source %s ago", st.Checkpoint, humanAge(now.Sub(st.SourceCompleted)))
+	}
+	fmt.Fprintln(w)
+	if st.BehindSince.IsZero() {
+		fmt.Fprintf(w, "recovery point 0s (caught up when last written, %s ago)\n", humanAge(now.Sub(st.Updated)))
+		return
+	}
+	fmt.Fprintf(w, "recovery point %s: the source completed a checkpoint the replica lacks %s ago (status written %s ago)\n",
+		st.RecoveryPoint(now).Round(time.Millisecond), humanAge(now.Sub(st.BehindSince)), humanAge(now.Sub(st.Updated)))
 }

@@ -128,6 +128,7 @@ demo drains on SIGTERM and exits 0, or 143 past its --stop-timeout).`,
 		a.scrubCmd(),
 		a.savepointCmd(),
 		a.gcCmd(),
+		a.replicateCmd(),
 		a.probeCmd(),
 		a.versionCmd(),
 	)

@@ -16,6 +16,7 @@ import (
 
 func (a *app) savepointRestoreCmd() *cobra.Command {
 	var from string
+	var newJob bool
 	cmd := &cobra.Command{
 		Use:   "restore LABEL",
 		Short: "Make savepoint LABEL the latest completed checkpoint of the store",
@@ -33,10 +34,17 @@ A savepoint of a job whose state runs in remote mode carries the SSTs that lived
 the store (under remote/); restore uploads them into the target store under the same
 keys, so the job resumes there in remote mode.
 
+Every checkpoint and savepoint carries the id of its job. A savepoint of another job
+than the one whose checkpoints the store holds is refused: the two jobs' sources and
+outputs are unrelated. --new-job starts a new job from the savepoint's state instead:
+a new job id and a new lineage after the store's checkpoints; the new job reads again
+from the savepoint's offsets, and the output the store's sink holds from before is the
+old job's. Savepoints made before job ids existed restore anywhere.
+
 It takes the writer role, which fences a job running on the store, but only after
-every check that can refuse has passed: the savepoint exists and verifies, and the
-store is a Tidemark store whose endpoint enforces conditional writes. A refused
-restore changes nothing.`,
+every check that can refuse has passed: the savepoint exists and verifies, belongs
+to the store's job, and the store is a Tidemark store whose endpoint enforces
+conditional writes. A refused restore changes nothing.`,
 		Example: `  tidemark savepoint restore v1 --store s3://dr-bucket/wordcount
   tidemark savepoint restore v1 --from s3://backup/wordcount --store file:///srv/job
   tidemark demo --store s3://dr-bucket/wordcount    # resumes from the savepoint`,
@@ -81,6 +89,16 @@ restore changes nothing.`,
 			if _, err := a.readSavepoint(ctx, src, label, info); err != nil {
 				return fmt.Errorf("savepoint restore %q: %w", label, verifyFailed(err))
 			}
+			// The job's check, reading only, before the writer role:
+			// RestoreSavepointWith checks again under it.
+			opts := checkpoint.RestoreOptions{NewJob: newJob}
+			rec, err := checkpoint.SavepointRecord(ctx, src, label)
+			if err != nil {
+				return fmt.Errorf("savepoint restore %q: %w", label, err)
+			}
+			if err := checkpoint.CheckJob(ctx, readStorage(bs), rec, opts); err != nil {
+				return otherJobError(label, err)
+			}
 			size := info.Bytes
 			dst, cleanup, err := writeStorage(ctx, bs, blobstorage.Options{})
 			if err != nil {
@@ -88,16 +106,20 @@ restore changes nothing.`,
 			}
 			defer cleanup()
 			p := a.newProgress("restore "+label, size)
-			id, err := checkpoint.RestoreSavepoint(ctx, dst, p.observed(src), label)
+			id, err := checkpoint.RestoreSavepointWith(ctx, dst, p.observed(src), label, opts)
 			p.done()
 			if err != nil {
-				return err
+				return otherJobError(label, err)
 			}
-			from := ""
+			from, job := "", ""
 			if cp, err := dst.LoadSpecific(ctx, id); err == nil {
-				from = string(cp.Source[checkpoint.RestoredFromKey])
+				from, job = string(cp.Source[checkpoint.RestoredFromKey]), cp.JobID
 			}
-			a.emit(map[string]any{"label": label, "checkpoint": id, "rolled_back_from": from, "store": storeURL}, func(w io.Writer) {
+			a.emit(map[string]any{"label": label, "checkpoint": id, "rolled_back_from": from, "store": storeURL, "job": job, "new_job": newJob}, func(w io.Writer) {
+				if newJob {
+					fmt.Fprintf(w, "savepoint %s restored as checkpoint %s, the first of a new job %s; it is now the latest completed checkpoint of %s\n", label, id, job, storeURL)
+					return
+				}
 				if from != "" {
 					fmt.Fprintf(w, "savepoint %s (checkpoint %s) restored as checkpoint %s, a new lineage after the store's checkpoints at least as new; it is now the latest completed checkpoint of %s\n", label, from, id, storeURL)
 					return
@@ -108,5 +130,17 @@ restore changes nothing.`,
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "read the savepoint from this store URL instead of --store")
+	cmd.Flags().BoolVar(&newJob, "new-job", false, "start a new job from the savepoint's state (required for a savepoint of another job than the store's)")
 	return cmd
+}
+
+// otherJobError says what to do about a savepoint of another job; other
+// errors are returned as they are.
+func otherJobError(label string, err error) error {
+	var m *checkpoint.JobMismatch
+	if !errors.As(err, &m) {
+		return err
+	}
+	return fmt.Errorf("savepoint %s is of job %s, and the store holds the checkpoints of job %s: restoring it would mix two jobs' histories and outputs; restore it into an empty store, or start a new job from it here with --new-job (nothing was changed): %w",
+		label, m.Job, m.Store, checkpoint.ErrOtherJob)
 }

@@ -24,7 +24,9 @@ const BaseKey = "demo/base"
 // west, savepoint restore on west, demo on west). The output of the
 // records before the savepoint was committed in the store the savepoint
 // came from, so this store's sink cannot and must not hold it, while the
-// state restored from the savepoint does count them.
+// state restored from the savepoint does count them. The same holds for
+// a savepoint restored as a new job (checkpoint.JobStartKey) onto a store
+// holding another job's checkpoints and output.
 type Base struct {
 	// Offset is the first record whose output this store's sink holds:
 	// the source offset of the restored savepoint checkpoint.
@@ -69,9 +71,14 @@ func outputBase(ctx context.Context, bs blobstore.Blobstore, committedThrough fu
 	if found && marker.Checkpoint == cp.ID {
 		return marker, nil // a restart from the same restored savepoint
 	}
-	committed, err := committedThrough(ctx, cp.ID)
-	if err != nil {
-		return Base{}, fmt.Errorf("demo: output base: %w", err)
+	// A job started here from another job's state commits nothing at
+	// or below its first checkpoint: what the sink holds there is the
+	// earlier job's output.
+	committed := false
+	if !cp.StartsJob() {
+		if committed, err = committedThrough(ctx, cp.ID); err != nil {
+			return Base{}, fmt.Errorf("demo: output base: %w", err)
+		}
 	}
 	if committed {
 		// The output up to cp is (at least partly) here: either the job

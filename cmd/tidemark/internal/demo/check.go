@@ -50,7 +50,10 @@ func (c Check) String() string {
 		from = fmt.Sprintf(" (output in this store from record %d: resumed from a savepoint)", c.Base.Offset)
 	}
 	abandoned := ""
-	if c.Abandoned > 0 {
+	switch {
+	case c.Abandoned > 0 && c.Lineage.StartedAt() != "":
+		abandoned = fmt.Sprintf("%d more of the job before this one or of a lineage abandoned by a rollback to a savepoint, not counted", c.Abandoned)
+	case c.Abandoned > 0:
 		abandoned = fmt.Sprintf("%d more of a lineage abandoned by a rollback to a savepoint, not counted", c.Abandoned)
 	}
 	if c.OK() {

@@ -29,6 +29,11 @@ type Segment struct {
 // Every checkpoint of the job records the lineage through its own id in
 // its operator state, so a savepoint carries the history of the
 // checkpoint it archived, however many rollbacks it took to get there.
+//
+// A job started from another job's state (a savepoint restored as a new
+// job, checkpoint.JobStartKey) begins at its first checkpoint: its first
+// segment starts after that id, and the transactions at or below it are
+// the earlier job's, not this one's.
 type Lineage []Segment
 
 // Includes reports whether the committed transaction of checkpoint id is
@@ -37,6 +42,9 @@ type Lineage []Segment
 // output, and the check must see it), so a lineage of one segment
 // includes every transaction.
 func (l Lineage) Includes(id string) bool {
+	if len(l) > 0 && id <= l[0].After {
+		return false // an earlier job's
+	}
 	for i := 0; i+1 < len(l); i++ {
 		if id > l[i].Through && id <= l[i+1].After {
 			return false
@@ -48,6 +56,15 @@ func (l Lineage) Includes(id string) bool {
 // RolledBack reports whether the lineage has gaps: the job was rolled
 // back to a savepoint at least once.
 func (l Lineage) RolledBack() bool { return len(l) > 1 }
+
+// StartedAt returns the id of the checkpoint a job started from another
+// job's state began at, or "" for a job that began at record 0.
+func (l Lineage) StartedAt() string {
+	if len(l) == 0 {
+		return ""
+	}
+	return l[0].After
+}
 
 // validate checks that l is a lineage a job can have recorded: valid ids,
 // every segment after the one before it.
@@ -62,7 +79,7 @@ func (l Lineage) validate() error {
 		if err := checkpoint.ValidateID(s.Through); err != nil {
 			return fmt.Errorf("segment %d: %w", i, err)
 		}
-		if (i > 0 && s.After <= prev) || s.Through < s.After || (i == 0 && s.After != "") {
+		if (i > 0 && s.After <= prev) || s.Through < s.After {
 			return fmt.Errorf("segment %d (%q, %q] does not follow %q", i, s.After, s.Through, prev)
 		}
 		prev = s.Through
@@ -101,6 +118,9 @@ func resumeLineage(cp *checkpoint.CheckpointData, ops operatorState) (lineageRun
 	if cp == nil {
 		return lineageRun{}, nil
 	}
+	if cp.StartsJob() {
+		return lineageRun{after: cp.ID}, nil // the state's history is another job's
+	}
 	hist := ops.Lineage
 	if len(hist) == 0 {
 		through := cp.ID
@@ -132,6 +152,9 @@ func resumeLineage(cp *checkpoint.CheckpointData, ops operatorState) (lineageRun
 func lineageOf(ctx context.Context, load func(context.Context, string) (*checkpoint.CheckpointData, error), cp *checkpoint.CheckpointData, stored lineageRun) (lineageRun, error) {
 	if cp == nil {
 		return lineageRun{}, nil
+	}
+	if cp.StartsJob() {
+		return lineageRun{after: cp.ID}, nil // the state's history is another job's
 	}
 	from := restoredFrom(cp)
 	if from == "" {

@@ -215,6 +215,25 @@ func TestLineageIncludesAllButTheAbandonedTransactions(t *testing.T) {
 	}
 }
 
+// A job started at checkpoint 6 from another job's state leaves out the
+// earlier job's transactions (at or below 6), and, rolled back later
+// within itself, its own abandoned ones.
+func TestLineageOfAStartedJobLeavesOutTheEarlierJob(t *testing.T) {
+	id := checkpoint.NewID
+	l := Lineage{{After: id(6), Through: id(8)}, {After: id(10), Through: id(12)}}
+	if err := l.validate(); err != nil {
+		t.Fatalf("a started job's lineage: %v", err)
+	}
+	if l.StartedAt() != id(6) || (Lineage{{Through: id(3)}}).StartedAt() != "" {
+		t.Fatalf("StartedAt = %q", l.StartedAt())
+	}
+	for n, want := range map[uint64]bool{1: false, 6: false, 7: true, 8: true, 9: false, 10: false, 11: true, 13: true} {
+		if got := l.Includes(id(n)); got != want {
+			t.Errorf("Includes(%s) = %v, want %v", id(n), got, want)
+		}
+	}
+}
+
 func TestResumeLineage(t *testing.T) {
 	id := checkpoint.NewID
 	cp := func(n uint64, restoredFrom string) *checkpoint.CheckpointData {
@@ -242,6 +261,10 @@ func TestResumeLineage(t *testing.T) {
 		{name: "lineage past the checkpoint", cp: cp(4, ""), lineage: Lineage{{Through: id(5)}}, corrupt: true},
 		{name: "segments out of order", cp: cp(9, ""), lineage: Lineage{{Through: id(5)}, {After: id(3), Through: id(9)}}, corrupt: true},
 		{name: "bad id", cp: cp(9, ""), lineage: Lineage{{Through: "x"}}, corrupt: true},
+		{name: "job start", cp: jobStart(cp(9, id(2))), lineage: Lineage{{Through: id(2)}},
+			want: Lineage{{After: id(9), Through: id(20)}}},
+		{name: "resume a started job", cp: cp(12, ""), lineage: Lineage{{After: id(9), Through: id(12)}},
+			want: Lineage{{After: id(9), Through: id(20)}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,4 +301,11 @@ func TestRunRolledBackInAnotherStoreToTheSavepointItCameFrom(t *testing.T) {
 			t.Fatalf("run after the rollback restored %s, want %s", res.RestoredID, restored)
 		}
 	}
+}
+
+// jobStart marks d as the first checkpoint of a new job.
+func jobStart(d *checkpoint.CheckpointData) *checkpoint.CheckpointData {
+	d.JobID = "job-new"
+	d.Source[checkpoint.JobStartKey] = []byte(d.JobID)
+	return d
 }
