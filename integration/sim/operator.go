@@ -122,11 +122,11 @@ func (w *World) operator(ctx context.Context, p *proc, n int) {
 			span := 250 * time.Millisecond // a run takes a few dozen calls
 			switch rng.IntN(3) {
 			case 1:
-				gcLink, what = &slowLink{Blobstore: w.job, seed: rng.Uint64()}, "gc --confirm over a slow link"
+				gcLink, what = &slowLink{Blobstore: w.job, sched: w.sched, seed: rng.Uint64()}, "gc --confirm over a slow link"
 				span = 3 * time.Second // its first reads, when its view of the job is taken
 			case 2:
 				// A big state: the record comes at once, the files slowly.
-				restoreLink, what = &slowLink{Blobstore: w.job, seed: rng.Uint64(), filesOnly: true}, "gc --confirm, a restore over a slow link"
+				restoreLink, what = &slowLink{Blobstore: w.job, sched: w.sched, seed: rng.Uint64(), filesOnly: true}, "gc --confirm, a restore over a slow link"
 			}
 			gc := blobstorage.New(gcLink, filepath.Join(p.dir, "gc"), opts)
 			w.sched.Note(p.name, "gc")
@@ -281,17 +281,21 @@ func (w *World) restoreSavepoint(ctx context.Context, p *proc, opts blobstorage.
 // theirs in whatever order and the run still replays.
 type slowLink struct {
 	blobstore.Blobstore
-	seed uint64
+	sched *Scheduler
+	seed  uint64
 	// filesOnly delays only what is not a record, a pointer or a pin.
 	filesOnly bool
 }
 
 func (l *slowLink) Unwrap() blobstore.Blobstore { return l.Blobstore }
 
-func (l *slowLink) wait(ctx context.Context, op, key string) {
+// wait holds a call for its delay and returns its context, which says
+// when the call was sent.
+func (l *slowLink) wait(ctx context.Context, op, key string) context.Context {
 	if l.filesOnly && (strings.HasSuffix(key, "/checkpoint.json") || strings.HasPrefix(key, "_") || strings.HasPrefix(key, "pins/")) {
-		return
+		return ctx
 	}
+	ctx = withSent(ctx, l.sched.Step())
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d %s %s", l.seed, op, key)
 	t := time.NewTimer(time.Duration(h.Sum64() % uint64(time.Second)))
@@ -300,39 +304,40 @@ func (l *slowLink) wait(ctx context.Context, op, key string) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return ctx
 }
 
 func (l *slowLink) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	l.wait(ctx, "get", key)
+	ctx = l.wait(ctx, "get", key)
 	return l.Blobstore.Get(ctx, key)
 }
 
 func (l *slowLink) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	l.wait(ctx, "get", key)
+	ctx = l.wait(ctx, "get", key)
 	return l.Blobstore.GetRange(ctx, key, offset, length)
 }
 
 func (l *slowLink) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
-	l.wait(ctx, "stat", key)
+	ctx = l.wait(ctx, "stat", key)
 	return l.Blobstore.Stat(ctx, key)
 }
 
 func (l *slowLink) Exists(ctx context.Context, key string) (bool, error) {
-	l.wait(ctx, "stat", key)
+	ctx = l.wait(ctx, "stat", key)
 	return l.Blobstore.Exists(ctx, key)
 }
 
 func (l *slowLink) Put(ctx context.Context, key string, r io.Reader) error {
-	l.wait(ctx, "put", key)
+	ctx = l.wait(ctx, "put", key)
 	return l.Blobstore.Put(ctx, key, r)
 }
 
 func (l *slowLink) Delete(ctx context.Context, key string) error {
-	l.wait(ctx, "delete", key)
+	ctx = l.wait(ctx, "delete", key)
 	return l.Blobstore.Delete(ctx, key)
 }
 
 func (l *slowLink) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
-	l.wait(ctx, "list", prefix)
+	ctx = l.wait(ctx, "list", prefix)
 	return l.Blobstore.List(ctx, prefix)
 }

@@ -173,7 +173,7 @@ func (s *Scheduler) Enter(ctx context.Context, c Call) Fault {
 		s.mu.Unlock()
 		return Fault{Kind: Crash}
 	}
-	w := &waiter{call: c, ch: make(chan Fault, 1), issued: s.step}
+	w := &waiter{call: c, ch: make(chan Fault, 1), issued: sentStep(ctx, s.step)}
 	s.pending = append(s.pending, w)
 	s.mu.Unlock()
 	select {
