@@ -175,7 +175,7 @@ func (c *checker) checkPinsLocked(ev Event, now time.Time) {
 	}
 	for _, pin := range c.w.store.Keys(pinsDir) {
 		at, ok := c.pins[pin]
-		if !ok || !at.Before(seen) || now.Sub(at) >= pinTTL {
+		if !ok || !at.Before(seen) || now.Sub(at) >= c.w.pinLife() {
 			continue
 		}
 		id, _, _ := strings.Cut(strings.TrimPrefix(pin, pinsDir), "/")
