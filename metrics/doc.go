@@ -4,8 +4,8 @@
 // checkpoint Storage (saves, restores, GC, fencing, the latest completed
 // checkpoint), ReplicationMetrics a blobstorage.Replicator
 // (docs/replication.md); BuildInfoCollector and NewRegistry add
-// tidemark_build_info and the Go
-// runtime and process collectors, and Start serves a registry.
+// tidemark_build_info and the Go runtime and process collectors, and
+// Start serves a registry.
 //
 // A job wires them up in a few lines:
 //
