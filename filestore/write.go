@@ -19,7 +19,7 @@ import (
 )
 
 // Put stores the contents of r under key, replacing any object there. See
-// the package documentation for the write protocol.
+// docs/s3.md ("Writes and durability") for the write protocol.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if _, err := s.write(ctx, key, r, condition{}); err != nil {
 		return fmt.Errorf("filestore: put %q: %w", key, err)
@@ -146,7 +146,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, cond conditi
 		return "", err
 	}
 	// The commit time, with nanosecond resolution, becomes the object's
-	// ModTime and part of its ETag (see the package documentation).
+	// ModTime and part of its ETag (docs/s3.md, "ETags").
 	now := time.Now()
 	if err := dir.Chtimes(tmpName, now, now); err != nil {
 		return "", err

@@ -61,7 +61,7 @@ func crashMidWay(t *testing.T, bs blobstore.Blobstore, at uint64) {
 	}
 }
 
-// The README's rollback: crash, savepoint, complete, restore the
+// The rollback of docs/cli.md's CLI block: crash, savepoint, complete, restore the
 // savepoint on the same store, run again (twice).
 func TestRunRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
 	bs := fileStore(t)
