@@ -45,8 +45,10 @@ import (
 // Sink contract:
 //
 //   - Write buffers the records of a Txn in memory: nothing is visible.
+//     A Txn prepared already (by any run) is an error.
 //   - Prepare makes them durable and committable from any node, still
-//     invisible: staged/<txn>.jsonl, written to tmp/, fsynced, renamed.
+//     invisible: staged/<txn>.jsonl, written to tmp/, fsynced, linked
+//     into place if absent (a second Prepare of a Txn is an error).
 //   - Commit makes a prepared Txn visible atomically and idempotently:
 //     committed/<txn>, created if absent (link(2) of a fsynced temporary
 //     file). A marker that exists is success; a Txn never prepared is an
@@ -86,6 +88,10 @@ type line struct{ K, V string }
 
 func (s *fileSink) Write(_ context.Context, txn job.Txn, recs []job.Record) error {
 	s.at("write")
+	// "Write never reopens a transaction of an earlier run."
+	if _, err := os.Stat(s.staged(txn)); err == nil {
+		return fmt.Errorf("write %s: the transaction is prepared already", txn)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.open[txn] = append(s.open[txn], recs...)
@@ -110,8 +116,11 @@ func (s *fileSink) Prepare(_ context.Context, txn job.Txn) error {
 		return fmt.Errorf("prepare %s: %w", txn, err)
 	}
 	s.at("prepare-torn") // durable bytes under a temporary name only
-	if err := os.Rename(tmp, s.staged(txn)); err != nil {
-		_ = os.Remove(tmp)
+	// Create-if-absent: Prepare is called once per Txn, and every run has
+	// its own writer, so a staged file of this Txn is a contract breach.
+	err = os.Link(tmp, s.staged(txn))
+	_ = os.Remove(tmp)
+	if err != nil {
 		return fmt.Errorf("prepare %s: %w", txn, err)
 	}
 	if err := syncDir(filepath.Dir(s.staged(txn))); err != nil {
@@ -757,6 +766,22 @@ func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 					t.Errorf("the zombie ended %s, want fenced", got)
 				}
 				t.Logf("zombie: %s", got)
+				if kp.at == "persist-prepared" || kp.at == "commit-torn" {
+					// Woken inside the window, the zombie commits the
+					// same transaction recovery rolled forward (the
+					// contract): Commit ran to its end in the zombie
+					// for checkpoint 2, and changed nothing (above).
+					var passed struct {
+						Done int `json:"commit-done"`
+					}
+					if _, js, ok := strings.Cut(got, "passed="); !ok {
+						t.Errorf("no points in %q", got)
+					} else if err := json.NewDecoder(strings.NewReader(js)).Decode(&passed); err != nil {
+						t.Errorf("points in %q: %v", got, err)
+					} else if passed.Done < kp.nth {
+						t.Errorf("the zombie's late Commit of checkpoint %d never completed (%d commits)", kp.nth, passed.Done)
+					}
+				}
 				if wake == "after" {
 					if after := snapshotFiles(t, spec.Bucket, ""); !maps.Equal(bucket, after) {
 						t.Errorf("the zombie changed the bucket:\nbefore %v\nafter  %v", bucket, after)
