@@ -291,7 +291,8 @@ func (s pointSource) Next(ctx context.Context) ([]job.Record, error) {
 // "record-completed" (the record written, the pointers not moved),
 // "acquired" (_writer written), "claim-latest" and "claim-completed"
 // (the first write of each pointer: Acquire claims it for its epoch),
-// then "pointer-latest" and "pointer-completed" (moved to a checkpoint).
+// then "pointer-latest" and "pointer-completed" (moved to a checkpoint);
+// and "gc-delete" after each delete of a checkpoint's object.
 type pointStore struct {
 	blobstore.Blobstore
 	p *points
@@ -336,6 +337,16 @@ func (s *pointStore) put(key string, r io.Reader, put func(io.Reader) error) err
 		}
 	case key == "_writer":
 		s.p.reach("acquired")
+	}
+	return nil
+}
+
+func (s *pointStore) Delete(ctx context.Context, key string) error {
+	if err := s.Blobstore.Delete(ctx, key); err != nil {
+		return err
+	}
+	if strings.HasPrefix(key, "checkpoints/") || strings.HasPrefix(key, "shared/") {
+		s.p.reach("gc-delete")
 	}
 	return nil
 }
@@ -583,7 +594,8 @@ func (k killPoint) String() string { return fmt.Sprintf("%s#%d", k.at, k.nth) }
 
 // killPoints are the points of the second checkpoint, in the order a run
 // passes them (from its barrier on the first one is completed: the loop
-// waits for it before it cuts), then a few of the end of the job.
+// waits for it before it cuts), then a few of the end of the job and of
+// the first checkpoint.
 var killPoints = []killPoint{
 	{"write", 6},             // mid-transaction: the 2nd batch of checkpoint 2 (checkpoint 1 may be in flight)
 	{"barrier", 2},           // in Source.Offsets, before the barrier
@@ -606,6 +618,9 @@ var killPoints = []killPoint{
 	{"eof", 1},               // the source ended, the final checkpoint not cut
 	{"persist-prepared", 5},  // the final checkpoint's commit decision
 	{"pointer-completed", 5}, // the final checkpoint completed, Run not returned
+	{"gc-delete", 1},         // GC after it (GCEvery 5, Keep 3) deleted one object of checkpoint 1
+	{"prepare-done", 1},      // no checkpoint yet: the first one's output prepared, no record
+	{"persist-prepared", 1},  // no checkpoint completed: the first one's commit decision
 }
 
 // A real kill -9 of the job's process at every point of a checkpoint,
