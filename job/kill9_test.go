@@ -1,3 +1,5 @@
+//go:build linux
+
 package job_test
 
 // Issue 19's "done when": a sink written only from the documented
@@ -11,6 +13,7 @@ package job_test
 // child stops itself at one named point (points, below): it prints
 // killPointLine and parks, and the parent sends SIGKILL; or, to freeze
 // it, it sends itself SIGSTOP and the parent later sends SIGCONT.
+// Linux only: tgkill(2) and /proc/<pid>/task tell when it is stopped.
 
 import (
 	"bufio"
