@@ -729,9 +729,11 @@ func snapshotFiles(t *testing.T, dir, skip string) map[string]string {
 // completed but _latest-completed not moved — while a new node takes
 // over (the frozen one still holds its disk: a restart there is
 // refused) and replays to the end; then the frozen one is woken
-// (SIGCONT), after the new node finished or as soon as it recovered. The
-// output holds every record exactly once; the zombie stops fenced, and,
-// woken after the end, changes neither the bucket nor the sink's files.
+// (SIGCONT): after the new node finished, as soon as it took the writer
+// role (its roll-forward Commit then races the zombie's), or as soon as
+// it recovered. The output holds every record exactly once; the zombie
+// stops fenced, and, woken after the end, changes neither the bucket nor
+// the sink's files.
 func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
@@ -743,7 +745,7 @@ func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 		{"sink-committed", 2},
 		{"record-completed", 2},
 	} {
-		for _, wake := range []string{"after", "during"} {
+		for _, wake := range []string{"after", "at-takeover", "during"} {
 			t.Run(kp.String()+"/wake-"+wake, func(t *testing.T) {
 				base := t.TempDir()
 				spec := killSpec{
@@ -760,14 +762,18 @@ func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 				specB := spec
 				specB.Dir = filepath.Join(base, "diskB")
 				var observe func(job.Event)
-				if wake == "during" {
+				var pb *points
+				switch wake {
+				case "at-takeover": // node B holds the role, has not rolled forward
+					pb = &points{at: "claim-completed", nth: 1, hit: func(string) { z.wake() }}
+				case "during": // node B recovered, reads on
 					observe = func(e job.Event) {
-						if e.Kind == "start" { // node B recovered: the zombie is fenced
+						if e.Kind == "start" {
 							z.wake()
 						}
 					}
 				}
-				res, err := runKillJob(t.Context(), specB, nil, observe)
+				res, err := runKillJob(t.Context(), specB, pb, observe)
 				if err != nil {
 					t.Fatalf("node B: %v", err)
 				}
