@@ -636,28 +636,63 @@ func TestKill9AtEveryStepExactlyOnce(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	for _, kp := range killPoints {
-		for _, restart := range []string{"same-disk", "new-node"} {
-			t.Run(kp.String()+"/"+restart, func(t *testing.T) {
-				base := t.TempDir()
-				spec := killSpec{
-					Bucket: filepath.Join(base, "bucket"), Out: filepath.Join(base, "out"),
-					Dir: filepath.Join(base, "disk1"), Point: kp.at, Nth: kp.nth,
-				}
-				c := startChild(t, spec)
-				c.await(killPointLine)
-				c.kill9()
+		t.Run(kp.String(), func(t *testing.T) {
+			t.Parallel() // each in its own directories and processes
+			base := t.TempDir()
+			spec := killSpec{
+				Bucket: filepath.Join(base, "bucket"), Out: filepath.Join(base, "out"),
+				Dir: filepath.Join(base, "disk1"), Point: kp.at, Nth: kp.nth,
+			}
+			c := startChild(t, spec)
+			c.await(killPointLine)
+			c.kill9()
 
-				if restart == "new-node" {
-					spec.Dir = filepath.Join(base, "disk2")
-				}
-				res, err := runKillJob(t.Context(), spec, nil, nil)
-				if err != nil {
-					t.Fatalf("restart: %v", err)
-				}
-				t.Logf("restart: %v %q, %d checkpoints", res.Action, res.Restored, res.Checkpoints)
-				checkExactlyOnce(t, fileSinkOutput(t, spec.Out), killN)
-			})
+			// Both restarts from the same crash: the new node on a copy
+			// of the bucket and of the sink's directory.
+			newNode := killSpec{
+				Bucket: filepath.Join(base, "bucket-copy"), Out: filepath.Join(base, "out-copy"),
+				Dir: filepath.Join(base, "disk2"),
+			}
+			copyTree(t, spec.Bucket, newNode.Bucket)
+			copyTree(t, spec.Out, newNode.Out)
+			for _, restart := range []killSpec{{Bucket: spec.Bucket, Out: spec.Out, Dir: spec.Dir}, newNode} {
+				name := map[bool]string{true: "same-disk", false: "new-node"}[restart.Dir == spec.Dir]
+				t.Run(name, func(t *testing.T) {
+					res, err := runKillJob(t.Context(), restart, nil, nil)
+					if err != nil {
+						t.Fatalf("restart: %v", err)
+					}
+					t.Logf("restart: %v %q, %d checkpoints", res.Action, res.Restored, res.Checkpoints)
+					checkExactlyOnce(t, fileSinkOutput(t, restart.Out), killN)
+				})
+			}
+		})
+	}
+}
+
+// copyTree copies the regular files under src to dst, as a replica of a
+// bucket would hold them.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -747,6 +782,7 @@ func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 	} {
 		for _, wake := range []string{"after", "at-takeover", "during"} {
 			t.Run(kp.String()+"/wake-"+wake, func(t *testing.T) {
+				t.Parallel() // each in its own directories and processes
 				base := t.TempDir()
 				spec := killSpec{
 					Bucket: filepath.Join(base, "bucket"), Out: filepath.Join(base, "out"),
