@@ -723,6 +723,16 @@ func TestKill9InsideRecoveryExactlyOnce(t *testing.T) {
 		}
 		c.kill9()
 		t.Logf("killed at %s", kp)
+		if kp.at != "record-completed" { // the roll-forward has not promoted it yet
+			bucket, err := filestore.New(spec.Bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			latest, err := blobstorage.New(bucket, t.TempDir(), blobstorage.Options{}).Load(t.Context())
+			if err != nil || latest == nil || latest.ID != checkpoint.NewID(2) || latest.Completed() {
+				t.Fatalf("after the kill at %s the latest record is %+v (%v), want checkpoint 2 prepared", kp, latest, err)
+			}
+		}
 	}
 	spec.Dir = filepath.Join(base, "disk2")
 	res, err := runKillJob(t.Context(), spec, nil, nil)
