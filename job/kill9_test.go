@@ -769,8 +769,9 @@ func snapshotFiles(t *testing.T, dir, skip string) map[string]string {
 }
 
 // A writer process frozen (SIGSTOP) inside the two-phase window — its
-// output prepared but no record, its record prepared but not committed
-// (the window proper), mid-commit, committed but not completed,
+// output prepared but no record, its state uploaded or its record
+// written but _latest not moved to it, its record prepared but not
+// committed (the window proper), mid-commit, committed but not completed,
 // completed but _latest-completed not moved — while a new node takes
 // over (the frozen one still holds its disk: a restart there is
 // refused) and replays to the end; then the frozen one is woken
@@ -785,6 +786,8 @@ func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 	}
 	for _, kp := range []killPoint{
 		{"prepare-done", 2},
+		{"record-before", 2},   // its state uploaded: woken, it writes its record
+		{"record-prepared", 2}, // its record written, _latest not moved: the new node uses the id
 		{"persist-prepared", 2},
 		{"commit-torn", 2},
 		{"sink-committed", 2},
