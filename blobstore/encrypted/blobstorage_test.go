@@ -2,6 +2,7 @@ package encrypted_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -208,4 +209,102 @@ func TestSavepointCopiesAcrossKeys(t *testing.T) {
 	if !errors.Is(err, encrypted.ErrWrongKey) {
 		t.Fatalf("reading the other key's copy with k1: %v, want ErrWrongKey", err)
 	}
+}
+
+// A checkpoint saved through the decorator names the key id in its record
+// (encryption_key_id), a plain one does not; a restore without the key or
+// with another is refused naming the recorded id before it touches the
+// local state directory or leaves a pin; a record without the field (as
+// written before it existed) restores as before; a malformed id is a
+// damaged record.
+func TestRecordNamesTheKey(t *testing.T) {
+	ctx := t.Context()
+	base := memstore.New()
+	k1, k2 := testKey(t, 41), testKey(t, 42)
+	_, id := saveCheckpoint(t, wrap(t, base, k1, nil))
+	recKey := "checkpoints/" + id + "/checkpoint.json"
+	raw := rawGet(t, base, recKey)
+	if got := recordField(t, raw, "encryption_key_id"); got != k1.ID {
+		t.Fatalf("the record names key id %v, want %s: %s", got, k1.ID, raw)
+	}
+	rec, err := blobstorage.New(base, t.TempDir(), blobstorage.Options{}).LoadRecord(ctx, id)
+	if err != nil || rec.EncryptionKeyID != k1.ID {
+		t.Fatalf("LoadRecord without the key: %+v, %v; want EncryptionKeyID %s", rec, err, k1.ID)
+	}
+
+	plain := memstore.New()
+	saveCheckpoint(t, plain)
+	if raw := rawGet(t, plain, recKey); recordField(t, raw, "encryption_key_id") != nil {
+		t.Fatalf("a plain record names a key: %s", raw)
+	}
+
+	// A stale local state directory a restore would replace, and pins.
+	refused := func(name string, bs blobstore.Blobstore, want error, ids ...string) {
+		t.Helper()
+		s := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+		stale := filepath.Join(s.StateDir(id), "counts", "000007.sst")
+		if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(stale, []byte("stale"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Restore(ctx, id)
+		if !errors.Is(err, want) {
+			t.Fatalf("Restore %s: %v, want %v", name, err, want)
+		}
+		for _, kid := range ids {
+			if !strings.Contains(err.Error(), kid) {
+				t.Errorf("Restore %s: %q does not name key id %s", name, err, kid)
+			}
+		}
+		if b, err := os.ReadFile(stale); err != nil || string(b) != "stale" {
+			t.Errorf("Restore %s changed the local state directory: %q, %v", name, b, err)
+		}
+		if pins := blobstoretest.ListKeys(t, base, "pins/"); len(pins) != 0 {
+			t.Errorf("Restore %s left pins: %v", name, pins)
+		}
+	}
+	refused("without a key", base, encrypted.ErrNoKey, k1.ID)
+	refused("through Detect", encrypted.Detect(base, encrypted.Options{}), encrypted.ErrNoKey, k1.ID)
+	refused("with another key", wrap(t, base, k2, nil), encrypted.ErrWrongKey, k1.ID, k2.ID)
+
+	// A record from before the field: still restores with the key.
+	put(t, base, recKey, withField(t, raw, "encryption_key_id", nil))
+	checkRestored(t, wrap(t, base, k1, nil), id)
+
+	put(t, base, recKey, withField(t, raw, "encryption_key_id", "a b"))
+	if _, err := blobstorage.New(base, t.TempDir(), blobstorage.Options{}).LoadRecord(ctx, id); err == nil {
+		t.Fatal("a record with a malformed key id loads")
+	}
+}
+
+// recordField returns field of the JSON object raw (nil when absent).
+func recordField(t *testing.T, raw []byte, field string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m[field]
+}
+
+// withField returns the JSON object raw with field set to v, or removed
+// when v is nil.
+func withField(t *testing.T, raw []byte, field string, v any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if v == nil {
+		delete(m, field)
+	} else {
+		m[field] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
