@@ -308,3 +308,89 @@ func withField(t *testing.T, raw []byte, field string, v any) []byte {
 	}
 	return b
 }
+
+// A savepoint's manifest names the key id of its content
+// (encryption_key_id in its header line): the writer's, the destination's
+// after a copy, none in a plain store. Where the manifest itself is left
+// plain (a predicate that encrypts only content), a reader without the
+// key, or with another, is refused naming the recorded id before any
+// content is read or anything is written to the store restored into.
+func TestManifestNamesTheKey(t *testing.T) {
+	ctx := t.Context()
+	k1, k2 := testKey(t, 51), testKey(t, 52)
+	check := func(name string, bs blobstore.Blobstore, want string) {
+		t.Helper()
+		info, err := savepoint.Stat(ctx, bs, "sp")
+		if err != nil || info.EncryptionKeyID != want {
+			t.Fatalf("%s: Stat: key id %q, %v; want %q", name, info.EncryptionKeyID, err, want)
+		}
+		sp, err := savepoint.Open(ctx, bs, "sp", savepoint.Options{})
+		if err != nil {
+			t.Fatalf("%s: Open: %v", name, err)
+		}
+		defer sp.Close()
+		if sp.EncryptionKeyID != want {
+			t.Fatalf("%s: Open: key id %q, want %q", name, sp.EncryptionKeyID, want)
+		}
+		if _, err := sp.Verify(ctx); err != nil {
+			t.Fatalf("%s: Verify: %v", name, err)
+		}
+	}
+	base := memstore.New()
+	enc := wrap(t, base, k1, nil)
+	src, _ := saveCheckpoint(t, enc)
+	if _, err := checkpoint.CreateSavepoint(ctx, src, enc, "sp"); err != nil {
+		t.Fatal(err)
+	}
+	check("encrypted", enc, k1.ID)
+	plain, other := memstore.New(), wrap(t, memstore.New(), k2, nil)
+	for _, dst := range map[string]blobstore.Blobstore{"plain copy": plain, "copy under another key": other} {
+		if err := checkpoint.CopySavepoint(ctx, enc, dst, "sp"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("plain copy", plain, "")
+	check("copy under another key", other, k2.ID)
+
+	// Content encrypted, manifests plain: the manifest tells without the key.
+	contentOnly := func(key string) bool {
+		return encrypted.DefaultEncrypt(key) && !strings.HasPrefix(key, savepoint.LabelPrefix)
+	}
+	mixed := memstore.New()
+	if err := checkpoint.CopySavepoint(ctx, enc, wrap(t, mixed, k1, contentOnly), "sp"); err != nil {
+		t.Fatal(err)
+	}
+	check("content encrypted", wrap(t, mixed, k1, contentOnly), k1.ID)
+	if info, err := savepoint.Stat(ctx, mixed, "sp"); err != nil || info.EncryptionKeyID != k1.ID {
+		t.Fatalf("Stat without the key: %q, %v; want %s", info.EncryptionKeyID, err, k1.ID)
+	}
+	for _, c := range []struct {
+		name string
+		bs   blobstore.Blobstore
+		want error
+		ids  []string
+	}{
+		{"without a key", encrypted.Detect(mixed, encrypted.Options{}), encrypted.ErrNoKey, []string{k1.ID}},
+		{"with another key", wrap(t, mixed, k2, contentOnly), encrypted.ErrWrongKey, []string{k1.ID, k2.ID}},
+	} {
+		_, err := savepoint.Open(ctx, c.bs, "sp", savepoint.Options{})
+		if !errors.Is(err, c.want) {
+			t.Fatalf("Open %s: %v, want %v", c.name, err, c.want)
+		}
+		for _, id := range c.ids {
+			if !strings.Contains(err.Error(), id) {
+				t.Errorf("Open %s: %q does not name %s", c.name, err, id)
+			}
+		}
+		dst := memstore.New()
+		if _, err := checkpoint.RestoreSavepoint(ctx, blobstorage.New(dst, t.TempDir(), blobstorage.Options{}), c.bs, "sp"); !errors.Is(err, c.want) {
+			t.Fatalf("RestoreSavepoint %s: %v, want %v", c.name, err, c.want)
+		}
+		if keys := blobstoretest.ListKeys(t, dst, ""); len(keys) != 0 {
+			t.Errorf("RestoreSavepoint %s wrote %v", c.name, keys)
+		}
+		if locks := blobstoretest.ListKeys(t, mixed, savepoint.LockPrefix); len(locks) != 0 {
+			t.Errorf("Open %s left locks %v", c.name, locks)
+		}
+	}
+}
