@@ -269,8 +269,10 @@ func TestRecordNamesTheKey(t *testing.T) {
 	refused("through Detect", encrypted.Detect(base, encrypted.Options{}), encrypted.ErrNoKey, k1.ID)
 	refused("with another key", wrap(t, base, k2, nil), encrypted.ErrWrongKey, k1.ID, k2.ID)
 
-	// A record from before the field: still restores with the key.
+	// A record from before the field: refused with another key all the
+	// same (its first file's header tells), and restores with the key.
 	put(t, base, recKey, withField(t, raw, "encryption_key_id", nil))
+	refused("of a record without the field, with another key", wrap(t, base, k2, nil), encrypted.ErrWrongKey, k1.ID, k2.ID)
 	checkRestored(t, wrap(t, base, k1, nil), id)
 
 	put(t, base, recKey, withField(t, raw, "encryption_key_id", "a b"))
