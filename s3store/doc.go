@@ -151,7 +151,9 @@
 // [ErrAccessDenied], [ErrNoCredentials] (which says how to provide them),
 // [ErrUnreachable] and [ErrTimeout], which name the bucket and endpoint
 // (never a secret). [ErrConditionsIgnored] is what Probe returns for an
-// endpoint that does not enforce conditional writes.
+// endpoint that does not enforce conditional writes, and
+// [blobstore.ErrSSENotApplied] for one that accepts Options.SSE and does
+// not apply it.
 //
 // # Logging
 //
