@@ -151,9 +151,7 @@
 // [ErrAccessDenied], [ErrNoCredentials] (which says how to provide them),
 // [ErrUnreachable] and [ErrTimeout], which name the bucket and endpoint
 // (never a secret). [ErrConditionsIgnored] is what Probe returns for an
-// endpoint that does not enforce conditional writes, and
-// [blobstore.ErrSSENotApplied] for one that accepts Options.SSE and does
-// not apply it.
+// endpoint that does not enforce conditional writes.
 //
 // # Logging
 //
