@@ -129,3 +129,107 @@ func TestResumingReaderStopsWhenContextEnds(t *testing.T) {
 		t.Fatalf("read after cancel = %v, want context.Canceled", err)
 	}
 }
+
+// copyBody gives a reader a WriteTo (io.Copy's: every byte read is
+// written before a read error is returned), as s3store's bodies have.
+type copyBody struct{ io.ReadCloser }
+
+func (b copyBody) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{b.ReadCloser})
+}
+
+// wtStore hands out bodies with WriteTo.
+type wtStore struct{ *flakyStore }
+
+func (s wtStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.flakyStore.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return copyBody{rc}, nil
+}
+
+func (s wtStore) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rc, err := s.flakyStore.GetRange(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return copyBody{rc}, nil
+}
+
+// io.Copy from a resuming reader goes through the body's WriteTo and
+// resumes after a broken connection there too, whether the bodies have a
+// WriteTo or not; an error of the writer is not resumed after.
+func TestResumingReaderWriteToResumes(t *testing.T) {
+	ctx := t.Context()
+	data := blobstoretest.Payload(2, 1<<20)
+	for _, withWT := range []bool{true, false} {
+		fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
+		fs.fails.Store(3)
+		if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		var bs blobstore.Blobstore = fs
+		if withWT {
+			bs = wtStore{fs}
+		}
+		rc, err := blobstore.NewResumingReader(ctx, bs, "k", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rc.(io.WriterTo); !ok {
+			t.Fatal("a resuming reader has no WriteTo")
+		}
+		var got bytes.Buffer
+		n, err := io.Copy(&got, rc)
+		rc.Close()
+		if err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+			t.Fatalf("WriteTo (body with WriteTo: %v) through 3 resets: %d bytes, %v, equal %v", withWT, n, err, bytes.Equal(got.Bytes(), data))
+		}
+		if n := fs.opens.Load(); n != 4 {
+			t.Fatalf("opened the object %d times, want 4 (1 + 3 resumptions)", n)
+		}
+	}
+
+	// A failing writer: its error, at once, no resumption.
+	fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
+	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := blobstore.NewResumingReader(ctx, wtStore{fs}, "k", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	full := errors.New("disk full")
+	written := 0
+	w := writerFunc(func(p []byte) (int, error) {
+		if written+len(p) > 200<<10 {
+			return 0, full
+		}
+		written += len(p)
+		return len(p), nil
+	})
+	if _, err := io.Copy(w, rc); !errors.Is(err, full) {
+		t.Fatalf("io.Copy into a failing writer = %v, want its error", err)
+	}
+	if n := fs.opens.Load(); n != 1 {
+		t.Fatalf("opened %d times after a write error, want 1", n)
+	}
+	// A short write is an error of the writer too.
+	rc2, err := blobstore.NewResumingReader(ctx, wtStore{fs}, "k", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc2.Close()
+	if _, err := rc2.(io.WriterTo).WriteTo(writerFunc(func(p []byte) (int, error) { return len(p) / 2, nil })); err != io.ErrShortWrite {
+		t.Fatalf("short write: %v, want io.ErrShortWrite", err)
+	}
+	if n := fs.opens.Load(); n != 2 {
+		t.Fatalf("opened %d times in all, want 2", n)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
