@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/s3store"
 )
@@ -62,10 +63,11 @@ func (op childOp) run(ctx context.Context) error {
 		// os.Stdin is a pipe: the store cannot seek it or learn its size.
 		return store.Put(ctx, op.Key, os.Stdin)
 	case "get", "get-parallel":
-		// Get is one GET; GetParallel streams one object in order from
-		// parallel ranged GETs. Either is copied as a caller would, with
-		// io.Copy.
-		open := store.Get
+		// Get is one GET, read through blobstore.WithResumingReads as
+		// Tidemark's own read paths (restore, verify, savepoints) read;
+		// GetParallel streams one object in order from parallel ranged
+		// GETs. Either is copied as a caller would, with io.Copy.
+		open := blobstore.WithResumingReads(store, blobstore.DefaultReadResumptions).Get
 		if op.Op == "get-parallel" {
 			open = store.GetParallel
 		}

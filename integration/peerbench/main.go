@@ -9,7 +9,8 @@
 //     mc cp --recursive / rclone copy --transfers 8);
 //   - restore into an empty directory (BlobStorage.Restore, every digest
 //     verified, the files written with direct I/O / the same downloads);
-//   - one GET of one object streamed to a file (s3store Get copied with
+//   - one GET of one object streamed to a file (s3store Get, through
+//     blobstore.WithResumingReads as Tidemark's read paths, copied with
 //     io.Copy into the child's standard output, a new file / mc cat /
 //     rclone cat, each into a new file as `> FILE` would);
 //   - download of one object as a stream to /dev/null (s3store
