@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
@@ -233,3 +234,65 @@ func TestResumingReaderWriteToResumes(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// countObserver adds up what it is told of Gets.
+type countObserver struct {
+	transferred atomic.Int64
+	done        atomic.Int64
+	doneErr     atomic.Value
+}
+
+func (o *countObserver) Transferred(_ blobstore.Op, _ string, n int) { o.transferred.Add(int64(n)) }
+func (o *countObserver) Done(_ blobstore.Op, _ string, n int64, _ time.Duration, err error) {
+	o.done.Add(n)
+	if err != nil {
+		o.doneErr.Store(err)
+	}
+}
+
+// An observed store's bodies keep the store's WriteTo and count what it
+// copies, through a resuming reader too; a read error is the read's, a
+// write error is not.
+func TestObservedBodyWriteToCounts(t *testing.T) {
+	ctx := t.Context()
+	data := blobstoretest.Payload(3, 1<<20)
+	fs := &flakyStore{Blobstore: memstore.New(), cut: 300 << 10}
+	fs.fails.Store(1)
+	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	o := &countObserver{}
+	bs := blobstore.WithResumingReads(blobstore.Observe(wtStore{fs}, o), 3)
+	rc, err := bs.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	n, err := io.Copy(&got, rc)
+	rc.Close()
+	if err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("io.Copy: %d bytes, %v", n, err)
+	}
+	if tr, d := o.transferred.Load(), o.done.Load(); tr != int64(len(data)) || d != int64(len(data)) {
+		t.Errorf("observed %d bytes transferred, %d done; want %d", tr, d, len(data))
+	}
+	// The broken first body was reported with its error.
+	if err, _ := o.doneErr.Load().(error); !errors.Is(err, errReset) {
+		t.Errorf("the broken body's Done error = %v, want the reset", err)
+	}
+
+	// A writer's error is not reported as the read's.
+	o = &countObserver{}
+	rc, err = blobstore.Observe(wtStore{fs}, o).Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := errors.New("disk full")
+	if _, err := rc.(io.WriterTo).WriteTo(writerFunc(func([]byte) (int, error) { return 0, full })); !errors.Is(err, full) {
+		t.Fatalf("WriteTo into a failing writer = %v", err)
+	}
+	rc.Close()
+	if err, _ := o.doneErr.Load().(error); err != nil {
+		t.Errorf("Done reported %v for a writer's error", err)
+	}
+}
