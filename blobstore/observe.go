@@ -121,6 +121,39 @@ type readBody struct {
 	once  sync.Once
 }
 
+// WriteTo implements io.WriterTo where the store's body does, so that
+// observing a store does not take its copy path away from io.Copy (see
+// resumingReader.WriteTo). The bytes written are counted as read: the
+// body's WriteTo writes every byte it reads before it returns a read
+// error. An error of w is not the read's.
+func (b *readBody) WriteTo(w io.Writer) (int64, error) {
+	wt, ok := b.rc.(io.WriterTo)
+	if !ok {
+		return io.CopyBuffer(writerOnly{w}, readerOnly{&b.body}, make([]byte, copyBufSize))
+	}
+	cw := &countingWriter{errWriter: errWriter{w: w}, b: &b.body}
+	n, err := wt.WriteTo(cw)
+	if err != nil && err != io.EOF && cw.err == nil && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// countingWriter reports what it writes as read through b.
+type countingWriter struct {
+	errWriter
+	b *body
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.errWriter.Write(p)
+	if n > 0 {
+		c.b.n += int64(n)
+		c.b.o.Transferred(c.b.op, c.b.key, n)
+	}
+	return n, err
+}
+
 func (b *readBody) Close() error {
 	err := b.rc.Close()
 	b.once.Do(func() { b.o.Done(b.op, b.key, b.n, time.Since(b.start), b.err) })

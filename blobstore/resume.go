@@ -145,6 +145,69 @@ func (r *resumingReader) resume(err error) error {
 	}
 }
 
+// WriteTo implements io.WriterTo, so that io.Copy from a resuming reader
+// uses the body's own copy path where it has one (s3store's bodies read
+// the socket in 256 KiB and write in 64 KiB pieces): without it, io.Copy
+// into a file falls back to os.File.ReadFrom's 32 KiB reads and writes,
+// which cost a 1 GiB Get streamed to a file 21% more CPU and 19% more
+// wall time (docs/integrity.md). A body without WriteTo is copied through
+// Read. It relies on the body's WriteTo writing every byte it read before
+// it returns a read error, as io.Copy does: the bytes written are the
+// bytes read, so a resumption starts where w stopped. An error of w itself
+// is returned, never resumed after.
+func (r *resumingReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.pending; err != nil {
+			r.pending = nil
+			if rerr := r.resume(err); rerr != nil {
+				return total, rerr
+			}
+		}
+		wt, ok := r.rc.(io.WriterTo)
+		if !ok {
+			n, err := io.CopyBuffer(writerOnly{w}, readerOnly{r}, make([]byte, copyBufSize))
+			return total + n, err
+		}
+		cw := &errWriter{w: w}
+		n, err := wt.WriteTo(cw)
+		total += n
+		r.off += n
+		if n > 0 {
+			r.failed = 0
+		}
+		if err == nil || cw.err != nil {
+			return total, err
+		}
+		r.pending = err
+	}
+}
+
+// copyBufSize is the buffer of a WriteTo whose body has no WriteTo.
+const copyBufSize = 64 << 10
+
+// errWriter remembers the error of w, to tell it from a read error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// writerOnly and readerOnly hide ReadFrom and WriteTo, so that
+// io.CopyBuffer uses its buffer (and does not call WriteTo again).
+type writerOnly struct{ io.Writer }
+type readerOnly struct{ io.Reader }
+
 func (r *resumingReader) Close() error { return r.rc.Close() }
 
 type errReader struct{ err error }

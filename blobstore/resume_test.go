@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
@@ -127,5 +128,171 @@ func TestResumingReaderStopsWhenContextEnds(t *testing.T) {
 	cancel()
 	if _, err := io.ReadAll(rc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("read after cancel = %v, want context.Canceled", err)
+	}
+}
+
+// copyBody gives a reader a WriteTo (io.Copy's: every byte read is
+// written before a read error is returned), as s3store's bodies have.
+type copyBody struct{ io.ReadCloser }
+
+func (b copyBody) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{b.ReadCloser})
+}
+
+// wtStore hands out bodies with WriteTo.
+type wtStore struct{ *flakyStore }
+
+func (s wtStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.flakyStore.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return copyBody{rc}, nil
+}
+
+func (s wtStore) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rc, err := s.flakyStore.GetRange(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return copyBody{rc}, nil
+}
+
+// io.Copy from a resuming reader goes through the body's WriteTo and
+// resumes after a broken connection there too, whether the bodies have a
+// WriteTo or not; an error of the writer is not resumed after.
+func TestResumingReaderWriteToResumes(t *testing.T) {
+	ctx := t.Context()
+	data := blobstoretest.Payload(2, 1<<20)
+	for _, withWT := range []bool{true, false} {
+		fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
+		fs.fails.Store(3)
+		if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		var bs blobstore.Blobstore = fs
+		if withWT {
+			bs = wtStore{fs}
+		}
+		rc, err := blobstore.NewResumingReader(ctx, bs, "k", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rc.(io.WriterTo); !ok {
+			t.Fatal("a resuming reader has no WriteTo")
+		}
+		var got bytes.Buffer
+		n, err := io.Copy(&got, rc)
+		rc.Close()
+		if err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+			t.Fatalf("WriteTo (body with WriteTo: %v) through 3 resets: %d bytes, %v, equal %v", withWT, n, err, bytes.Equal(got.Bytes(), data))
+		}
+		if n := fs.opens.Load(); n != 4 {
+			t.Fatalf("opened the object %d times, want 4 (1 + 3 resumptions)", n)
+		}
+	}
+
+	// A failing writer: its error, at once, no resumption.
+	fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
+	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := blobstore.NewResumingReader(ctx, wtStore{fs}, "k", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	full := errors.New("disk full")
+	written := 0
+	w := writerFunc(func(p []byte) (int, error) {
+		if written+len(p) > 200<<10 {
+			return 0, full
+		}
+		written += len(p)
+		return len(p), nil
+	})
+	if _, err := io.Copy(w, rc); !errors.Is(err, full) {
+		t.Fatalf("io.Copy into a failing writer = %v, want its error", err)
+	}
+	if n := fs.opens.Load(); n != 1 {
+		t.Fatalf("opened %d times after a write error, want 1", n)
+	}
+	// A short write is an error of the writer too.
+	rc2, err := blobstore.NewResumingReader(ctx, wtStore{fs}, "k", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc2.Close()
+	if _, err := rc2.(io.WriterTo).WriteTo(writerFunc(func(p []byte) (int, error) { return len(p) / 2, nil })); err != io.ErrShortWrite {
+		t.Fatalf("short write: %v, want io.ErrShortWrite", err)
+	}
+	if n := fs.opens.Load(); n != 2 {
+		t.Fatalf("opened %d times in all, want 2", n)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// countObserver adds up what it is told of Gets.
+type countObserver struct {
+	transferred atomic.Int64
+	done        atomic.Int64
+	doneErr     atomic.Value
+}
+
+func (o *countObserver) Transferred(_ blobstore.Op, _ string, n int) { o.transferred.Add(int64(n)) }
+func (o *countObserver) Done(_ blobstore.Op, _ string, n int64, _ time.Duration, err error) {
+	o.done.Add(n)
+	if err != nil {
+		o.doneErr.Store(err)
+	}
+}
+
+// An observed store's bodies keep the store's WriteTo and count what it
+// copies, through a resuming reader too; a read error is the read's, a
+// write error is not.
+func TestObservedBodyWriteToCounts(t *testing.T) {
+	ctx := t.Context()
+	data := blobstoretest.Payload(3, 1<<20)
+	fs := &flakyStore{Blobstore: memstore.New(), cut: 300 << 10}
+	fs.fails.Store(1)
+	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	o := &countObserver{}
+	bs := blobstore.WithResumingReads(blobstore.Observe(wtStore{fs}, o), 3)
+	rc, err := bs.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	n, err := io.Copy(&got, rc)
+	rc.Close()
+	if err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("io.Copy: %d bytes, %v", n, err)
+	}
+	if tr, d := o.transferred.Load(), o.done.Load(); tr != int64(len(data)) || d != int64(len(data)) {
+		t.Errorf("observed %d bytes transferred, %d done; want %d", tr, d, len(data))
+	}
+	// The broken first body was reported with its error.
+	if err, _ := o.doneErr.Load().(error); !errors.Is(err, errReset) {
+		t.Errorf("the broken body's Done error = %v, want the reset", err)
+	}
+
+	// A writer's error is not reported as the read's.
+	o = &countObserver{}
+	rc, err = blobstore.Observe(wtStore{fs}, o).Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := errors.New("disk full")
+	if _, err := rc.(io.WriterTo).WriteTo(writerFunc(func([]byte) (int, error) { return 0, full })); !errors.Is(err, full) {
+		t.Fatalf("WriteTo into a failing writer = %v", err)
+	}
+	rc.Close()
+	if err, _ := o.doneErr.Load().(error); err != nil {
+		t.Errorf("Done reported %v for a writer's error", err)
 	}
 }

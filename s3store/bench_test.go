@@ -25,6 +25,7 @@ package s3store
 //	BenchmarkPut/tidemark-stream-unsigned/SIZE  the same with Options.UnsignedPayload
 //	BenchmarkPut/sdk-file/SIZE          transfermanager.UploadObject of an *os.File of SIZE bytes
 //	BenchmarkGet/tidemark/SIZE          Store.Get, one GET read sequentially
+//	BenchmarkGet/tidemark-file/SIZE     Store.Get copied into a file with io.Copy (as the peer benchmark's Get row)
 //	BenchmarkGet/tidemark-parallel/SIZE Store.GetParallel, ranged GETs yielded in order
 //	BenchmarkGet/tidemark-download/SIZE Store.Download into an io.WriterAt
 //	BenchmarkGet/sdk-downloader/SIZE    transfermanager.DownloadObject (ranges) into an io.WriterAt
@@ -268,6 +269,9 @@ func BenchmarkGet(b *testing.B) {
 		bound int64 // buffers promised, for objects over one part
 	}{
 		{"tidemark", stream(s.Get), 0},
+		{"tidemark-file", func(ctx context.Context, key string) (int64, error) {
+			return getToFile(b, ctx, s.Get, key)
+		}, 0},
 		{"tidemark-parallel", stream(s.GetParallel), s.partSize * int64(s.conc)},
 		{"tidemark-download", func(ctx context.Context, key string) (int64, error) {
 			return s.Download(ctx, key, discardAt{})
@@ -318,6 +322,27 @@ func BenchmarkGet(b *testing.B) {
 			}
 		})
 	}
+}
+
+// getToFile copies the object at key into a new file under b's temporary
+// directory with io.Copy, as `mc cat KEY > FILE` does, and removes the
+// file (the removal is timed too, and cheap next to the copy).
+func getToFile(b *testing.B, ctx context.Context, open func(context.Context, string) (io.ReadCloser, error), key string) (int64, error) {
+	rc, err := open(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(b.TempDir(), "get-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	n, err := io.Copy(f, rc)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // drain reads r to EOF through buf, as io.Copy into a file or a hasher

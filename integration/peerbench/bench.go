@@ -37,12 +37,13 @@ const (
 var tools = []string{"tidemark", "mc", "rclone"}
 
 // The operations, in the order of the table's rows.
-var ops = []string{"upload", "checkpoint", "restore", "download", "copy"}
+var ops = []string{"upload", "checkpoint", "restore", "get", "download", "copy"}
 
 var opTitles = map[string]string{
 	"upload":     "upload of a non-seekable stream (Put / mc pipe / rclone rcat)",
 	"checkpoint": "full checkpoint of %d × %s files (Save / mc cp --recursive / rclone copy --transfers %d)",
 	"restore":    "restore into an empty directory (Restore / mc cp --recursive / rclone copy --transfers %d)",
+	"get":        "one GET of one object streamed to a file (Get / mc cat / rclone cat)",
 	"download":   "download of one object as a stream (GetParallel / mc cat / rclone cat)",
 	"copy":       "savepoint copy between two MinIO servers (CopySavepoint / mc mirror / rclone copy)",
 }
@@ -123,6 +124,24 @@ func (b *bench) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	// The download reads an object of the stream's size, put by mc (any
+	// uploader would do: it is the same object for every tool).
+	if b.cfg.runs("download") {
+		if _, err := b.mc(ctx, newStream(99, b.cfg.streamSize), nil, "pipe", "src/"+bucket+"/stream"); err != nil {
+			return err
+		}
+	}
+	// The single GET reads an object put by Tidemark, which carries the
+	// whole object's CRC32C: Get checks it as it streams. (mc's multipart
+	// upload leaves a composite checksum, which the SDK does not check.)
+	if b.cfg.runs("get") {
+		if _, err := b.child(ctx, childOp{Op: "put", Endpoint: b.src.endpoint, Bucket: bucket, Key: getKey}, newStream(98, b.cfg.streamSize), nil); err != nil {
+			return err
+		}
+	}
+	if !b.cfg.runs("checkpoint") && !b.cfg.runs("copy") {
+		return nil // no files, no savepoint
+	}
 	b.files = filepath.Join(b.work, "files")
 	if err := os.MkdirAll(b.files, 0o755); err != nil {
 		return err
@@ -139,11 +158,6 @@ func (b *bench) setup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-	}
-	// The download reads an object of the stream's size, put by mc (any
-	// uploader would do: it is the same object for every tool).
-	if _, err := b.mc(ctx, newStream(99, b.cfg.streamSize), nil, "pipe", "src/"+bucket+"/stream"); err != nil {
-		return err
 	}
 	// The savepoint: the checkpoint's files archived by CreateSavepoint.
 	fsDir := filepath.Join(b.work, "savepoint-source")
@@ -198,7 +212,7 @@ func (b *bench) round(ctx context.Context, r int) error {
 	fmt.Fprintf(b.log, "round %d/%d (%s)\n", r+1, b.cfg.rounds, strings.Join(order, ", "))
 	ckptBytes := int64(b.cfg.files) * b.cfg.fileSize
 	id := checkpoint.NewID(1)
-	for _, op := range ops {
+	for _, op := range b.cfg.ops {
 		for _, tool := range order {
 			// Each run starts with no dirty pages: none pays for the
 			// writeback of what ran before it (MinIO's writes of the
@@ -218,6 +232,8 @@ func (b *bench) round(ctx context.Context, r int) error {
 			case "restore":
 				s, err = b.restore(ctx, tool, prefix, id)
 				s.bytes = ckptBytes
+			case "get":
+				s, err = b.get(ctx, tool)
 			case "download":
 				s, err = b.download(ctx, tool)
 			case "copy":
@@ -313,6 +329,44 @@ func (b *bench) restore(ctx context.Context, tool, prefix string, id string) (sa
 	}
 }
 
+// getKey is the object the single GET reads.
+const getKey = "get-object"
+
+// get streams the setup's object with one GET into a new file, which is
+// removed afterwards (untimed, before the next run's sync, so that no run
+// pays for another's writeback). The file is the tool's standard output,
+// as in `mc cat KEY > FILE`.
+func (b *bench) get(ctx context.Context, tool string) (sample, error) {
+	path := filepath.Join(b.work, "get-"+tool)
+	f, err := os.Create(path)
+	if err != nil {
+		return sample{}, err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	var s sample
+	switch tool {
+	case "tidemark":
+		s, err = b.child(ctx, childOp{Op: "get", Endpoint: b.src.endpoint, Bucket: bucket, Key: getKey}, nil, f)
+	case "mc":
+		s, err = b.mc(ctx, nil, f, "cat", "src/"+bucket+"/"+getKey)
+	default:
+		s, err = b.rclone(ctx, nil, f, "cat", "src:"+bucket+"/"+getKey)
+	}
+	if err != nil {
+		return s, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return s, err
+	}
+	if fi.Size() != b.cfg.streamSize {
+		return s, fmt.Errorf("%s wrote %d bytes, want %d", tool, fi.Size(), b.cfg.streamSize)
+	}
+	s.bytes = b.cfg.streamSize
+	return s, nil
+}
+
 // download streams the setup's object to /dev/null.
 func (b *bench) download(ctx context.Context, tool string) (sample, error) {
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -323,7 +377,7 @@ func (b *bench) download(ctx context.Context, tool string) (sample, error) {
 	var s sample
 	switch tool {
 	case "tidemark":
-		s, err = b.child(ctx, childOp{Op: "get", Endpoint: b.src.endpoint, Bucket: bucket, Key: "stream"}, nil, null)
+		s, err = b.child(ctx, childOp{Op: "get-parallel", Endpoint: b.src.endpoint, Bucket: bucket, Key: "stream"}, nil, null)
 	case "mc":
 		s, err = b.mc(ctx, nil, null, "cat", "src/"+bucket+"/stream")
 	default:

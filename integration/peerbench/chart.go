@@ -25,6 +25,7 @@ var shortTitles = map[string]string{
 	"upload":     "upload stream",
 	"checkpoint": "full checkpoint",
 	"restore":    "restore",
+	"get":        "get to file",
 	"download":   "download stream",
 	"copy":       "savepoint copy",
 }
@@ -39,10 +40,10 @@ func (b *bench) writeChart(path string) error {
 		scale               = 2 // font pixels
 		barWidth, barGap    = 44, 8
 		plotW, plotH        = width - left - right, height - top - bottom
-		groupW              = plotW / 5
 		whiskerHalf         = 8
 		valueLabelClearance = 4
 	)
+	groupW := plotW / len(b.cfg.ops)
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	fill(img, img.Bounds(), color.RGBA{0xff, 0xff, 0xff, 0xff})
 	black := color.RGBA{0x20, 0x20, 0x20, 0xff}
@@ -68,7 +69,7 @@ func (b *bench) writeChart(path string) error {
 	fill(img, image.Rect(left, top, left+1, top+plotH), black)
 	fill(img, image.Rect(left, top+plotH, left+plotW, top+plotH+1), black)
 
-	for g, op := range ops {
+	for g, op := range b.cfg.ops {
 		x0 := left + g*groupW + (groupW-3*barWidth-2*barGap)/2
 		for i, tool := range tools {
 			st, ok := summarize(b.samples, op, tool)

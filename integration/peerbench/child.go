@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/s3store"
 )
@@ -16,7 +17,7 @@ import (
 // childOp is one Tidemark operation, handed to a re-executed peerbench as
 // JSON in $PEERBENCH_CHILD.
 type childOp struct {
-	Op       string `json:"op"` // put, get (GetParallel), save, restore, copy
+	Op       string `json:"op"` // put, get, get-parallel, save, restore, copy
 	Endpoint string `json:"endpoint"`
 	Bucket   string `json:"bucket"`
 	Prefix   string `json:"prefix,omitempty"` // of the store (save, restore, copy's destination)
@@ -61,16 +62,24 @@ func (op childOp) run(ctx context.Context) error {
 	case "put":
 		// os.Stdin is a pipe: the store cannot seek it or learn its size.
 		return store.Put(ctx, op.Key, os.Stdin)
-	case "get":
+	case "get", "get-parallel":
+		// Get is one GET, read through blobstore.WithResumingReads as
+		// Tidemark's own read paths (restore, verify, savepoints) read;
 		// GetParallel streams one object in order from parallel ranged
-		// GETs; Get is one GET.
-		rc, err := store.GetParallel(ctx, op.Key)
+		// GETs. Either is copied as a caller would, with io.Copy.
+		open := blobstore.WithResumingReads(store, blobstore.DefaultReadResumptions).Get
+		if op.Op == "get-parallel" {
+			open = store.GetParallel
+		}
+		rc, err := open(ctx, op.Key)
 		if err != nil {
 			return err
 		}
 		defer rc.Close()
-		_, err = io.Copy(os.Stdout, rc)
-		return err
+		if _, err = io.Copy(os.Stdout, rc); err != nil {
+			return err
+		}
+		return rc.Close()
 	case "save":
 		s := blobstorage.New(store, op.Dir, blobstorage.Options{Concurrency: op.Conc})
 		if _, err := s.Acquire(ctx); err != nil {

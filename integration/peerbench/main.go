@@ -9,6 +9,10 @@
 //     mc cp --recursive / rclone copy --transfers 8);
 //   - restore into an empty directory (BlobStorage.Restore, every digest
 //     verified, the files written with direct I/O / the same downloads);
+//   - one GET of one object streamed to a file (s3store Get, through
+//     blobstore.WithResumingReads as Tidemark's read paths, copied with
+//     io.Copy into the child's standard output, a new file / mc cat /
+//     rclone cat, each into a new file as `> FILE` would);
 //   - download of one object as a stream to /dev/null (s3store
 //     GetParallel, parallel ranged GETs yielded in order / mc cat /
 //     rclone cat);
@@ -33,6 +37,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -69,10 +75,14 @@ type config struct {
 	streamSize int64 // the uploaded and downloaded stream
 	files      int   // files in the checkpoint
 	fileSize   int64
-	out        string // directory of the CSV, the PNG and the work files
-	bin        string // directory of minio, mc and rclone
-	transfers  int    // rclone --transfers and Tidemark's concurrency
+	out        string   // directory of the CSV, the PNG and the work files
+	bin        string   // directory of minio, mc and rclone
+	transfers  int      // rclone --transfers and Tidemark's concurrency
+	ops        []string // the operations to run, in the table's order
 }
+
+// runs reports whether the run includes op.
+func (c config) runs(op string) bool { return slices.Contains(c.ops, op) }
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("peerbench", flag.ContinueOnError)
@@ -82,7 +92,7 @@ func parseFlags(args []string) (config, error) {
 		cache = filepath.Join(home, ".cache", "tidemark")
 	}
 	var c config
-	var stream, file string
+	var stream, file, only string
 	fs.IntVar(&c.rounds, "rounds", 5, "rounds; each runs every operation once per tool, the tools in rotating order")
 	fs.StringVar(&stream, "stream-size", "1GiB", "size of the uploaded and downloaded stream (KiB, MiB, GiB suffixes)")
 	fs.IntVar(&c.files, "files", 256, "files in the checkpoint")
@@ -90,8 +100,22 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.out, "out", "peerbench-out", "directory for results.csv, results.png and the work files (removed at the end)")
 	fs.StringVar(&c.bin, "bin", filepath.Join(cache, "bin"), "directory holding minio, mc and rclone")
 	fs.IntVar(&c.transfers, "transfers", 8, "parallel transfers: rclone --transfers and Tidemark's Concurrency")
+	fs.StringVar(&only, "ops", strings.Join(ops, ","), "operations to run, comma-separated: "+strings.Join(ops, ", ")+" (restore needs checkpoint)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	for _, op := range ops { // in the table's order
+		if slices.Contains(strings.Split(only, ","), op) {
+			c.ops = append(c.ops, op)
+		}
+	}
+	for _, op := range strings.Split(only, ",") {
+		if !slices.Contains(ops, op) {
+			return c, fmt.Errorf("-ops: unknown operation %q (want some of %s)", op, strings.Join(ops, ", "))
+		}
+	}
+	if c.runs("restore") && !c.runs("checkpoint") {
+		return c, fmt.Errorf("-ops: restore reads what checkpoint uploads in the same round: add checkpoint")
 	}
 	var err error
 	if c.streamSize, err = parseSize(stream); err != nil {

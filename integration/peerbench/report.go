@@ -70,7 +70,7 @@ func (b *bench) report(w io.Writer) error {
 		b.cfg.rounds, sizeString(b.cfg.streamSize), b.cfg.files, sizeString(b.cfg.fileSize), sizeString(b.savept))
 	fmt.Fprintln(w, "| operation | Tidemark | mc | rclone "+RcloneVersion+" | Tidemark / best |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
-	for _, op := range ops {
+	for _, op := range b.cfg.ops {
 		row := "| " + b.title(op) + " |"
 		for _, tool := range tools {
 			s, _ := summarize(b.samples, op, tool)
