@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 	"github.com/tidemark-io/tidemark/internal/pebblefile"
 )
 
@@ -71,6 +72,13 @@ type Options struct {
 	// Pebble table and blob file names (digits, then ".sst" or ".blob"),
 	// the rule state.Classify applies.
 	Classify func(relPath string) bool
+	// FS is the file system Restore writes state directories to (with
+	// their boot markers) and RemoveStateDir removes them from. Save
+	// reads state directories with package os, so FS must write through
+	// to files the OS sees. Default: the OS's (localfs.OS); the
+	// deterministic simulation passes a disk that fills up and loses
+	// unsynced writes in a machine crash.
+	FS localfs.FS
 }
 
 func (o Options) withDefaults() Options {
@@ -99,6 +107,7 @@ func (o Options) withDefaults() Options {
 	if o.Classify == nil {
 		o.Classify = pebblefile.Immutable
 	}
+	o.FS = localfs.Default(o.FS)
 	return o
 }
 
@@ -262,10 +271,10 @@ func (s *Storage) RemoveStateDir(id string) error {
 		return fmt.Errorf("blobstorage: remove state dir: %w", err)
 	}
 	dir := s.StateDir(id)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.opts.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("blobstorage: remove state dir %q: %w", id, err)
 	}
-	if err := os.Remove(bootMarker(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.opts.FS.Remove(bootMarker(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blobstorage: remove state dir %q: %w", id, err)
 	}
 	return nil
