@@ -73,6 +73,13 @@ func unsyncedSinceReboot(fsys localfs.FS, dst string) bool {
 	return now == "" || strings.TrimSpace(string(b)) != now
 }
 
+// hasBootMarker reports whether dst has a boot marker (for a deliberate
+// bug of the simulation: see simbug.TrustUnmarked).
+func hasBootMarker(fsys localfs.FS, dst string) bool {
+	_, err := fsys.Lstat(bootMarker(dst))
+	return err == nil
+}
+
 // checkDigests verifies every file of rec under root against its size and
 // SHA-256 (a state directory whose unsynced writes a machine crash may
 // have lost).

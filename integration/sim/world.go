@@ -95,6 +95,7 @@ type World struct {
 	rng        *rand.Rand // the supervisor's
 	hosts      []*Disk    // the writers' disks (not in runtime mode)
 	diskRng    *rand.Rand // which host, which crash
+	lastHost   *Disk      // the host the last writer started on
 }
 
 // proc is a simulated process.
@@ -267,9 +268,16 @@ func (w *World) boot(p *proc, faultless bool) {
 		}
 	}
 	var h *Disk
-	if len(free) > 0 && w.diskRng.IntN(3) > 0 {
+	// The host of the writer this one replaces, if free, as a pod with a
+	// local volume comes back to its node: the new process starts over
+	// what its predecessor left, after a machine crash too.
+	prev := w.lastHost
+	switch {
+	case prev != nil && slices.Contains(free, prev) && w.diskRng.IntN(3) > 0:
+		h = prev
+	case len(free) > 0 && w.diskRng.IntN(3) > 0:
 		h = free[w.diskRng.IntN(len(free))]
-	} else {
+	default:
 		name := fmt.Sprintf("h%d", len(w.hosts)+1)
 		h = NewDisk(name, filepath.Join(w.cfg.Dir, name), w.diskRng.Uint64())
 		if !faultless {
@@ -282,6 +290,7 @@ func (w *World) boot(p *proc, faultless bool) {
 		}
 		w.hosts = append(w.hosts, h)
 	}
+	w.lastHost = h
 	w.mu.Unlock()
 	fsys, what := h.Boot(p.name)
 	p.host, p.fs, p.dir = h, fsys.(stateFS), h.Root
