@@ -14,7 +14,7 @@ var bugSeeds = flag.Int("bug-seeds", 60, "how many seeds TestBugs tries per deli
 // knownSeeds are seeds that caught a rare deliberate bug, tried before the
 // search from seed 1, so that TestBugs keeps catching it within budget.
 // gc-without-grace: 2 of the first 260 seeds caught it before the
-// simulated disk changed every run (35, 153), 1 of the first 600 since.
+// simulated disk changed every run (35, 153), 1 of the first 900 since.
 var knownSeeds = map[simbug.Bug][]uint64{
 	simbug.NoGrace: {482},
 }
