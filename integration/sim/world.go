@@ -215,6 +215,14 @@ func Run(cfg Config) Result {
 	})
 	<-done
 
+	for _, h := range w.hosts {
+		ents, _ := os.ReadDir(h.Root)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		w.sched.Note("final", "host %s keeps %v", h.Name, names)
+	}
 	res := Result{Runtime: cfg.Runtime, Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
 	for _, h := range w.hosts {
 		if res.Stats.Faults == nil {
@@ -485,7 +493,12 @@ func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, 
 	if err != nil {
 		return err
 	}
-	prevDir := ""
+	// As a job does once it has restored what it resumes from: every
+	// other local state directory goes, and what crashed restores left.
+	if err := st.PruneLocal(idOf(dec.Checkpoint)); err != nil {
+		return err
+	}
+	prevID, prevDir := idOf(dec.Checkpoint), ""
 	if dec.Checkpoint != nil {
 		prevDir = st.StateDir(dec.Checkpoint.ID)
 	}
@@ -537,10 +550,10 @@ func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if prevDir != "" {
-			_ = p.fs.RemoveAll(prevDir)
+		if prevID != "" {
+			_ = st.RemoveStateDir(prevID)
 		}
-		prevDir, ssts, cur = st.StateDir(id), files, next
+		prevID, prevDir, ssts, cur = id, st.StateDir(id), files, next
 		if id, err = checkpoint.NextID(id); err != nil {
 			return err
 		}
