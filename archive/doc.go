@@ -5,69 +5,37 @@
 // # Format
 //
 // An archive is a tar stream (POSIX ustar, with PAX records where a path
-// needs them). Its first entry is MANIFEST.json, a [Manifest]: the format
-// version ([FormatVersion]), the checkpoint record as opaque JSON, and for
-// every file its path, size and SHA-256. The files follow, one regular tar
-// entry each, in manifest order, and nothing else: no directory, link or
-// device entries. File paths are relative and '/'-separated, live under
-// state/<owner>/ (see [StatePrefix]) or, for the objects of state in
-// remote mode, remote/<owner>/ ([RemotePrefix]) and obey [blobstore.ValidateKey], so an
-// archive path can always be used as an object key and never names anything
-// outside the directory it is extracted into.
-//
-// The whole stream may be zstd-compressed, as one zstd frame whose window
-// is at most 8 MiB (what Write and the zstd command line up to level 19
-// produce). Readers detect compression by the zstd magic bytes
-// (28 B5 2F FD) and read plain tar otherwise, so callers never say which
-// one they have; other compressed formats (gzip, bzip2, xz, lz4, zip, …)
-// are refused with an error that names them.
-//
-// The archive is exactly that: the tar entries, the end-of-archive marker
-// (two zero blocks), zero padding of any length (tar pads to its record
-// size, which the writer chooses), and for zstd the end of the frame, then the end of the input. MANIFEST.json
-// is strict JSON and valid UTF-8: "version" first, then "record" and
-// "files", each once, and nothing else.
-//
-// The record is opaque here: this package checks only that it is valid
-// JSON within the manifest's size. Package checkpoint decodes it, under
-// its record limits (checkpoint.MaxOwners and the others), before any
-// file is extracted.
+// needs them), optionally zstd-compressed as one frame (readers detect it
+// by its magic bytes). Its first entry is MANIFEST.json, a [Manifest]: the
+// format version ([FormatVersion]), the checkpoint record as opaque JSON,
+// and every file's path, size and SHA-256. The files follow, one regular
+// entry each, in manifest order, under state/<owner>/ ([StatePrefix]) or
+// remote/<owner>/ ([RemotePrefix]), and nothing else. Every path is a
+// valid object key and never names anything outside the directory it is
+// extracted into.
 //
 // # Streaming
 //
 // [Write], [Read], [Verify] and [ExtractDir] each make one pass over the
-// data: digests are computed while the bytes are copied, never in a second
-// pass, and no file or archive is buffered whole in memory or on disk.
-// Even the manifest is decoded as it streams. Memory is bounded by the
-// manifest's size (see [Limits] for the figures), a few copy buffers and,
-// for compressed archives, the zstd window (at most 8 MiB); nothing is
-// ever allocated from a size the archive declares. Work is bounded by the
-// input: a plain tar yields exactly its bytes, and a compressed one at
-// most [Limits].MaxExpansion times its size plus [ExpansionAllowance].
-//
-// [NewReader] reads and checks the manifest alone, so that a caller can
-// examine it and refuse before any file is read or anything is created;
-// [Reader.ReadFiles] or [Reader.Extract] then reads the rest.
+// data, hashing while they copy; nothing is buffered whole. Memory is
+// bounded by the manifest's size ([Limits]), a few copy buffers and the
+// zstd window, never by a size the archive declares. [NewReader] reads
+// and checks the manifest alone, so a caller can refuse before any file
+// is read; [Reader.ReadFiles] or [Reader.Extract] then reads the rest.
 //
 // # Safety
 //
-// An archive is untrusted input. Reading refuses, before or while it
-// streams, everything that does not match the manifest exactly: a missing
-// or late manifest, an unknown version, bad paths (absolute, "..", ".",
-// empty segments, backslashes, control characters, outside state/ and remote/),
-// non-regular entries (directories, symlinks, hard links, devices, FIFOs),
-// sparse files of every format and any entry whose bytes the stream does
-// not carry, duplicates, files the manifest does not list or that come
-// out of manifest order, listed files that never come, size and digest
-// mismatches, totals over [Limits], and anything after the end of the
-// archive. A digest mismatch is reported to the consumer of a file in
-// place of its io.EOF, so nothing unverified is ever accepted as
-// complete. [ExtractDir] and [ExtractRoot] additionally work through
-// directory handles (os.Root) and write into a staging directory that is
-// renamed into place only once every file has been verified and synced,
-// so a refused archive leaves the destination as it was and swapping a
-// directory for a symbolic link mid-extraction cannot send a byte outside
-// it (see [Reader.Extract]).
+// An archive is untrusted input. Reading refuses everything that does not
+// match the manifest exactly: bad paths, non-regular and sparse entries,
+// duplicates, unlisted or missing files, size and digest mismatches,
+// totals over [Limits], and bytes after the end. A digest mismatch takes
+// the place of a file's io.EOF, so nothing unverified is accepted as
+// complete. [ExtractDir] and [ExtractRoot] work through directory handles
+// (os.Root) in a staging directory renamed into place only once every
+// file is verified and synced: a refused archive changes nothing.
+//
+// The exact format, the bounds on memory and work, and the full list of
+// what is refused are in docs/savepoints.md ("The archive format").
 //
 // # Errors
 //

@@ -140,7 +140,7 @@ func (s *Storage) GC(ctx context.Context, opts GCOptions) (rep GCReport, err err
 			plan.liveWriterKept, RemoteGeneration(inv.writerEpoch), inv.writerEpoch)
 	}
 	if plan.sharedUnknown {
-		rep.SharedKept = string(KeepUnreadable) + "; what it references is unknown, so no shared or remote file is deleted"
+		rep.SharedKept = KeepUnreadable.Describe() + "; what it references is unknown, so no shared or remote file is deleted"
 		s.opts.Logger.Warn("blobstorage: gc: shared files kept: a retained record could not be read")
 	}
 

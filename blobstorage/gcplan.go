@@ -8,33 +8,62 @@ import (
 )
 
 // Reason says why GC keeps or deletes something. Every decision a GC run
-// makes carries one, so that an operator can see why (gc --dry-run).
+// makes carries one, so that an operator can see why (gc --dry-run). It
+// is a stable code (what JSON carries); Describe says it in words.
 type Reason string
 
 // Reasons to keep a checkpoint.
 const (
-	KeepPinned          Reason = "pinned by a restore in progress"
-	KeepLatestCompleted Reason = "named by _latest-completed"
-	KeepLatest          Reason = "named by _latest"
-	KeepNewest          Reason = "one of the newest completed checkpoints retention keeps (Options.Keep, gc --keep)"
-	KeepUnreadable      Reason = "its record could not be read: kept rather than guessed at"
-	KeepInProgress      Reason = "younger than the grace period: a save may be in progress"
-	KeepLiveWriter      Reason = "newer than _latest and saved by the writer _writer names: it may still move a pointer to it"
+	KeepPinned          Reason = "keep-pinned"
+	KeepLatestCompleted Reason = "keep-latest-completed"
+	KeepLatest          Reason = "keep-latest"
+	KeepNewest          Reason = "keep-newest"
+	KeepUnreadable      Reason = "keep-unreadable"
+	KeepInProgress      Reason = "keep-in-progress"
+	KeepLiveWriter      Reason = "keep-live-writer"
 )
 
 // Reasons to delete.
 const (
-	DropOld          Reason = "completed, older than the newest completed checkpoints retention keeps (Options.Keep, gc --keep)"
-	DropAbandoned    Reason = "prepared, older than the latest completed checkpoint: abandoned"
-	DropStale        Reason = "newer than the latest completed checkpoint but older than the grace period: a save that never completed"
-	DropOrphan       Reason = "files without a record, older than the grace period: a save that crashed"
-	DropUnreferenced Reason = "shared file no retained checkpoint references, older than the grace period"
-	DropLeftover     Reason = "file another epoch saved under a kept checkpoint's id, which its record does not reference, older than the grace period: a failed or fenced save"
-	DropExpiredPin   Reason = "restore pin older than PinTTL"
+	DropOld          Reason = "drop-old"
+	DropAbandoned    Reason = "drop-abandoned"
+	DropStale        Reason = "drop-stale"
+	DropOrphan       Reason = "drop-orphan"
+	DropUnreferenced Reason = "drop-unreferenced"
+	DropLeftover     Reason = "drop-leftover"
+	DropExpiredPin   Reason = "drop-expired-pin"
 	// Remote objects (state in remote mode), see planGC.
-	DropRemoteUnreferenced Reason = "remote object of an earlier or fenced writer that no retained checkpoint references, older than the grace period"
-	DropRemoteObsolete     Reason = "remote object this writer's open state no longer uses and no retained checkpoint references, older than the grace period"
+	DropRemoteUnreferenced Reason = "drop-remote-unreferenced"
+	DropRemoteObsolete     Reason = "drop-remote-obsolete"
 )
+
+var reasonText = map[Reason]string{
+	KeepPinned:             "pinned by a restore in progress",
+	KeepLatestCompleted:    "named by _latest-completed",
+	KeepLatest:             "named by _latest",
+	KeepNewest:             "one of the newest completed checkpoints retention keeps (Options.Keep)",
+	KeepUnreadable:         "its record could not be read: kept rather than guessed at",
+	KeepInProgress:         "younger than the grace period: a save may be in progress",
+	KeepLiveWriter:         "newer than _latest and saved by the writer _writer names: it may still move a pointer to it",
+	keepLiveWriter:         "under the generation of the live writer",
+	DropOld:                "completed, older than the newest completed checkpoints retention keeps (Options.Keep)",
+	DropAbandoned:          "prepared, older than the latest completed checkpoint: abandoned",
+	DropStale:              "newer than the latest completed checkpoint but older than the grace period: a save that never completed",
+	DropOrphan:             "files without a record, older than the grace period: a save that crashed",
+	DropUnreferenced:       "shared file no retained checkpoint references, older than the grace period",
+	DropLeftover:           "file another epoch saved under a kept checkpoint's id, which its record does not reference, older than the grace period: a failed or fenced save",
+	DropExpiredPin:         "restore pin older than PinTTL",
+	DropRemoteUnreferenced: "remote object of an earlier or fenced writer that no retained checkpoint references, older than the grace period",
+	DropRemoteObsolete:     "remote object this writer's open state no longer uses and no retained checkpoint references, older than the grace period",
+}
+
+// Describe says the reason in words; a code it does not know, as is.
+func (r Reason) Describe() string {
+	if t, ok := reasonText[r]; ok {
+		return t
+	}
+	return string(r)
+}
 
 // Verdict is GC's decision on one checkpoint.
 type Verdict struct {
@@ -283,7 +312,7 @@ func liveUpload(key string, inv inventory) bool {
 // keepLiveWriter is remoteVerdict's reason to keep an object of the
 // generation of the writer _writer names (not a deletion's reason: kept
 // objects are counted in GCReport.RemoteKept).
-const keepLiveWriter Reason = "under the generation of the live writer"
+const keepLiveWriter Reason = "keep-live-writer-generation"
 
 // remoteVerdict decides on a remote object that no kept record references
 // and that is older than Grace (see planGC): del says to delete it, for

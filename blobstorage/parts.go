@@ -232,7 +232,7 @@ func (s *Storage) forgetKnownLocked(deleted map[string]bool) {
 func (r *Record) only(owners []string) (*Record, error) {
 	d := *r.CheckpointData
 	d.StateDirs = make(map[string]string, len(owners))
-	out := &Record{CheckpointData: &d, Epoch: r.Epoch, Files: make(map[string][]FileRef, len(owners)), Workers: r.Workers}
+	out := &Record{CheckpointData: &d, Epoch: r.Epoch, Files: make(map[string][]FileRef, len(owners)), Workers: r.Workers, EncryptionKeyID: r.EncryptionKeyID}
 	for _, o := range owners {
 		dir, ok := r.StateDirs[o]
 		if !ok {

@@ -36,13 +36,7 @@ func RemoteGeneration(epoch uint64) string { return epochSegment(epoch) }
 
 // RemoteRef is one object of remote-mode state that a checkpoint
 // references without uploading it (an ownership hand-off).
-type RemoteRef struct {
-	// Key is the object's key in the Storage's Blobstore, under
-	// RemotePrefix.
-	Key string `json:"key"`
-	// Size is the object's length in bytes.
-	Size int64 `json:"size"`
-}
+type RemoteRef = blobstore.Ref
 
 // RemoteState is the view of remote-mode state a Storage needs
 // ((*state.Store).CheckpointRemote returns one).

@@ -763,7 +763,12 @@ func (c *copyReader) SHA256() [sha256.Size]byte {
 // is newer than the replica's latest), replaced.
 func (r *Replicator) putRecord(ctx context.Context, c sourceCheckpoint) error {
 	key := recordKey(c.rec.ID)
-	_, err := r.dst.bs.PutIfAbsent(ctx, key, bytes.NewReader(c.raw))
+	raw, err := r.replicaRecord(c)
+	if err != nil {
+		return err
+	}
+	c.raw = raw
+	_, err = r.dst.bs.PutIfAbsent(ctx, key, bytes.NewReader(c.raw))
 	if !errors.Is(err, blobstore.ErrPreconditionFailed) {
 		return err
 	}
@@ -783,6 +788,29 @@ func (r *Replicator) putRecord(ctx context.Context, c sourceCheckpoint) error {
 	}
 	_, err = r.dst.bs.PutIfMatch(ctx, key, info.ETag, bytes.NewReader(c.raw))
 	return err
+}
+
+// replicaRecord returns the record to write to the replica: the source's
+// bytes, unless the replica's store encrypts the files under another key
+// id than the record names (another key, none, or one where the source
+// had none): copyObject reads them decrypted and writes them as the
+// replica encrypts, so the replica's record names the replica's key id
+// (Record.EncryptionKeyID), the rest of it as the source holds it.
+func (r *Replicator) replicaRecord(c sourceCheckpoint) ([]byte, error) {
+	want := r.dst.keyIDOf(c.rec)
+	if want == c.rec.EncryptionKeyID {
+		return c.raw, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(c.raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: record %s: %w", archive.ErrCorrupt, c.rec.ID, err)
+	}
+	if want == "" {
+		delete(m, "encryption_key_id")
+	} else {
+		m["encryption_key_id"], _ = json.Marshal(want)
+	}
+	return encodeJSON(m), nil
 }
 
 // writeStatus writes the replica's status by compare-and-swap on the one

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
+	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -783,3 +784,49 @@ func (d *dropping) Put(ctx context.Context, key string, r io.Reader) error {
 }
 
 func (d *dropping) Unwrap() blobstore.Blobstore { return d.Blobstore }
+
+// A replica whose store encrypts under another key, or not at all, holds
+// the files as it encrypts them, and its record names its own key id (or
+// none): it restores with its own key as the source does with the
+// source's, and a second pass finds the record in place.
+func TestReplicateUnderAnotherKeyRecordsTheReplicasKey(t *testing.T) {
+	ctx := t.Context()
+	newKey := func(seed byte) encrypted.Key {
+		k, err := encrypted.NewKey("", bytes.Repeat([]byte{seed}, encrypted.KeySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	wrapped := func(k encrypted.Key) blobstore.Blobstore {
+		bs, err := encrypted.New(newMem(), k, encrypted.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bs
+	}
+	k1, k2 := newKey(61), newKey(62)
+	src := wrapped(k1)
+	id := newJob(t, src).checkpoint()
+	if rec, err := New(src, "", Options{}).LoadRecord(ctx, id); err != nil || rec.EncryptionKeyID != k1.ID {
+		t.Fatalf("the source's record: %v; want key id %s", err, k1.ID)
+	}
+	for name, c := range map[string]struct {
+		dst  blobstore.Blobstore
+		want string
+	}{"another key": {wrapped(k2), k2.ID}, "plain": {newMem(), ""}} {
+		r := NewReplicator(src, c.dst, ReplicateOptions{})
+		for range 2 {
+			if _, err := r.Once(ctx); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		rec, err := New(c.dst, "", Options{}).LoadRecord(ctx, id)
+		if err != nil || rec.EncryptionKeyID != c.want {
+			t.Fatalf("%s: the replica's record names key id %q (%v), want %q", name, rec.EncryptionKeyID, err, c.want)
+		}
+		if a, b := restoreElsewhere(t, src, id), restoreElsewhere(t, c.dst, id); !maps.Equal(a, b) {
+			t.Fatalf("%s: the replica restores %s as %v, the source as %v", name, id, b, a)
+		}
+	}
+}

@@ -79,6 +79,11 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 		}
 	}
+	// A store without the files' key is refused before the local state
+	// directory is touched (the pin goes with the deferred unpin).
+	if err := s.checkKey(ctx, rec); err != nil {
+		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
+	}
 	dst := s.StateDir(id)
 	fsys := s.opts.FS
 	if _, err := fsys.Lstat(dst); err == nil {

@@ -241,6 +241,7 @@ func (s *Storage) Save(ctx context.Context, data *checkpoint.CheckpointData) (er
 	if rec.Completed() {
 		rec.CompletedAt = time.Now().UTC()
 	}
+	rec.EncryptionKeyID = s.keyIDOf(rec)
 	if err := s.writeRecordLocked(ctx, rec); err != nil {
 		return fmt.Errorf("blobstorage: save %q: %w", id, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/localfs"
 	"github.com/tidemark-io/tidemark/internal/pebblefile"
@@ -148,6 +149,13 @@ type Record struct {
 	// prepared one and in records written before the field existed.
 	// A Replicator measures the recovery point from it.
 	CompletedAt time.Time `json:"completed_at,omitzero"`
+	// EncryptionKeyID is the id of the master key the checkpoint's files
+	// are encrypted under, when the Storage's Blobstore encrypts them on
+	// the client side (package blobstore/encrypted); empty for plain
+	// files and in records written before the field existed. Restore
+	// refuses, naming it, a store without that key before it changes
+	// anything.
+	EncryptionKeyID string `json:"encryption_key_id,omitempty"`
 }
 
 // pointer is the content of _latest and _latest-completed. An empty
@@ -528,6 +536,7 @@ func decodeRecord(b []byte) (*Record, error) {
 		Workers     map[string]string      `json:"workers"`
 		Remote      map[string][]RemoteRef `json:"remote"`
 		CompletedAt time.Time              `json:"completed_at"`
+		KeyID       string                 `json:"encryption_key_id"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
@@ -538,7 +547,12 @@ func decodeRecord(b []byte) (*Record, error) {
 	if err := validateRemote(d, extra.Remote); err != nil {
 		return nil, fmt.Errorf("decode record: %w", err)
 	}
-	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote, CompletedAt: extra.CompletedAt}, nil
+	if extra.KeyID != "" {
+		if err := encrypted.ValidateKeyID(extra.KeyID); err != nil {
+			return nil, fmt.Errorf("decode record: encryption_key_id: %w", err)
+		}
+	}
+	return &Record{CheckpointData: d, Epoch: extra.Epoch, Files: extra.Files, Workers: extra.Workers, Remote: extra.Remote, CompletedAt: extra.CompletedAt, EncryptionKeyID: extra.KeyID}, nil
 }
 
 // Load reads the most recent checkpoint of any status, or nil with no

@@ -83,6 +83,15 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
+// Ref names an object and its length: what a checkpoint record
+// references of state kept in the store (blobstorage.RemoteRef).
+type Ref struct {
+	// Key is the object's key.
+	Key string `json:"key"`
+	// Size is the object's length in bytes.
+	Size int64 `json:"size"`
+}
+
 // Blobstore is the object-store abstraction: a flat namespace of keys
 // holding immutable objects, with atomic puts and conditional writes.
 // All methods are safe for concurrent use.

@@ -102,6 +102,13 @@ type ConditionalDeleter interface {
 // accepts conditional-write headers but does not enforce them.
 var ErrConditionsIgnored = errors.New("blobstore: endpoint ignores conditional writes")
 
+// ErrSSENotApplied is wrapped by the error of a Prober configured to ask
+// for server-side encryption whose endpoint accepts the request and does
+// not say it applied it (versitygw's posix backend stores the object
+// unencrypted and answers 200): every object would be stored in the
+// clear while the configuration says otherwise.
+var ErrSSENotApplied = errors.New("blobstore: endpoint does not apply the server-side encryption requested")
+
 // As returns the capability T of bs: bs itself if it implements T,
 // otherwise the first store down its chain of decorators (Unwrapper) that
 // does. ok is false when none does.
@@ -155,6 +162,8 @@ func ReportConditionalWrites(ctx context.Context, bs Blobstore) (report *ProbeRe
 		return report, true, nil
 	case errors.Is(err, ErrConditionsIgnored):
 		return nil, true, fmt.Errorf("this endpoint does not enforce conditional writes (If-None-Match/If-Match); Tidemark's fencing would be unsafe on it: %w", err)
+	case errors.Is(err, ErrSSENotApplied):
+		return nil, true, fmt.Errorf("this endpoint does not apply the server-side encryption configured; objects would be stored unencrypted: %w", err)
 	default:
 		return nil, true, fmt.Errorf("could not check that the endpoint enforces conditional writes: %w", err)
 	}

@@ -29,7 +29,7 @@ const reservedSegment = "xl.meta"
 
 // ReservedUploadsSegment is a segment no key may have, on any store: the
 // S3 store keeps the records of the multipart uploads it starts under
-// "<prefix>/.tidemark-uploads/" (see the s3store package documentation),
+// "<prefix>/.tidemark-uploads/" (docs/s3.md, "Upload records"),
 // and a key there would be mistaken for one, or hidden from List.
 const ReservedUploadsSegment = ".tidemark-uploads"
 

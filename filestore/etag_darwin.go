@@ -7,7 +7,7 @@ import (
 )
 
 // etagOf derives an ETag from a file's inode, size, modification time and
-// status-change time; see the package documentation for why this changes
+// status-change time; see docs/s3.md ("ETags") for why this changes
 // whenever the content does.
 func etagOf(fi fs.FileInfo) string {
 	st, ok := fi.Sys().(*syscall.Stat_t)

@@ -47,7 +47,7 @@ const DefaultLockTimeout = 30 * time.Second
 // Options configure a Store. The zero value is the default.
 type Options struct {
 	// LockTimeout bounds how long a write waits for the lock of the
-	// key's directory (see the package documentation) before it fails
+	// key's directory (docs/s3.md, "Conditional writes across processes") before it fails
 	// with ErrLocked; DefaultLockTimeout if zero, no bound but the
 	// context's if negative. The wait always ends when the context does.
 	LockTimeout time.Duration

@@ -443,3 +443,39 @@ func TestMustExistTellsAMissingStoreFromAnEmptyOne(t *testing.T) {
 		t.Fatalf("List of a missing root without MustExist: %v", err)
 	}
 }
+
+// DeleteIfMatch deletes only the object whose ETag it names: a writer
+// that replaced the object since it was read keeps its object.
+func TestDeleteIfMatch(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t, t.TempDir())
+	old, err := s.PutIfAbsent(ctx, "a/rec", strings.NewReader("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.PutIfMatch(ctx, "a/rec", old, strings.NewReader("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIfMatch(ctx, "a/rec", old); !errors.Is(err, blobstore.ErrPreconditionFailed) {
+		t.Fatalf("DeleteIfMatch(stale ETag) = %v, want ErrPreconditionFailed", err)
+	}
+	if ok, err := s.Exists(ctx, "a/rec"); err != nil || !ok {
+		t.Fatalf("after a refused DeleteIfMatch: exists %v, %v", ok, err)
+	}
+	if err := s.DeleteIfMatch(ctx, "a/rec", cur); err != nil {
+		t.Fatalf("DeleteIfMatch(current ETag): %v", err)
+	}
+	if ok, err := s.Exists(ctx, "a/rec"); err != nil || ok {
+		t.Fatalf("after DeleteIfMatch: exists %v, %v", ok, err)
+	}
+	if err := s.DeleteIfMatch(ctx, "a/rec", cur); !errors.Is(err, blobstore.ErrNotFound) {
+		t.Fatalf("DeleteIfMatch of a missing key = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteIfMatch(ctx, "a", cur); !errors.Is(err, blobstore.ErrNotFound) {
+		t.Fatalf("DeleteIfMatch of a directory of keys = %v, want ErrNotFound", err)
+	}
+	if _, ok := blobstore.As[blobstore.ConditionalDeleter](s); !ok {
+		t.Fatal("As[ConditionalDeleter] does not find the file store's")
+	}
+}

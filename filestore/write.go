@@ -19,7 +19,7 @@ import (
 )
 
 // Put stores the contents of r under key, replacing any object there. See
-// the package documentation for the write protocol.
+// docs/s3.md ("Writes and durability") for the write protocol.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if _, err := s.write(ctx, key, r, condition{}); err != nil {
 		return fmt.Errorf("filestore: put %q: %w", key, err)
@@ -146,7 +146,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, cond conditi
 		return "", err
 	}
 	// The commit time, with nanosecond resolution, becomes the object's
-	// ModTime and part of its ETag (see the package documentation).
+	// ModTime and part of its ETag (docs/s3.md, "ETags").
 	now := time.Now()
 	if err := dir.Chtimes(tmpName, now, now); err != nil {
 		return "", err
@@ -403,13 +403,35 @@ func flock(f *os.File, how int) error {
 // removes the directories the deletion left empty, up to the root, so that
 // deleted trees do not slow List down.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := s.delete(ctx, key); err != nil {
+	if err := s.delete(ctx, key, nil); err != nil {
 		return fmt.Errorf("filestore: delete %q: %w", key, err)
 	}
 	return nil
 }
 
-func (s *Store) delete(ctx context.Context, key string) error {
+var _ blobstore.ConditionalDeleter = (*Store)(nil)
+
+// DeleteIfMatch removes the object at key only if its ETag is etag, under
+// the same directory lock as conditional writes, so that no writer can
+// replace the object between the check and the unlink. A missing object
+// is [blobstore.ErrNotFound]; another ETag,
+// [blobstore.ErrPreconditionFailed].
+func (s *Store) DeleteIfMatch(ctx context.Context, key, etag string) error {
+	if err := s.delete(ctx, key, &etag); err != nil {
+		return fmt.Errorf("filestore: delete if match %q: %w", key, err)
+	}
+	return nil
+}
+
+// delete unlinks key; with ifMatch, only if the object's ETag is
+// *ifMatch (and a missing object is then ErrNotFound).
+func (s *Store) delete(ctx context.Context, key string, ifMatch *string) error {
+	missing := func() error {
+		if ifMatch != nil {
+			return blobstore.ErrNotFound
+		}
+		return nil
+	}
 	if err := blobstore.ValidateKey(key); err != nil {
 		return err
 	}
@@ -419,7 +441,7 @@ func (s *Store) delete(ctx context.Context, key string) error {
 	root, err := s.openRoot(false)
 	if err != nil {
 		if isMissing(err) {
-			return nil
+			return missing()
 		}
 		return err
 	}
@@ -429,7 +451,7 @@ func (s *Store) delete(ctx context.Context, key string) error {
 	dir, err := openDir(root, path.Join(dirComps...))
 	if err != nil {
 		if isMissing(err) {
-			return nil
+			return missing()
 		}
 		return err
 	}
@@ -445,13 +467,16 @@ func (s *Store) delete(ctx context.Context, key string) error {
 	fi, err := dir.Lstat(base)
 	if err != nil {
 		if isMissing(err) {
-			return nil
+			return missing()
 		}
 		return err
 	}
 	if fi.IsDir() {
 		// A directory of other keys; there is no object named key.
-		return nil
+		return missing()
+	}
+	if ifMatch != nil && etagOf(fi) != *ifMatch {
+		return blobstore.ErrPreconditionFailed
 	}
 	if err := dir.Remove(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

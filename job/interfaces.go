@@ -75,6 +75,11 @@ type Processor interface {
 // never by ID alone: an id whose record was never persisted (the writer
 // died after Write or Prepare) is used again by the next writer, unless
 // the sink is a Sweeper that reports it.
+//
+// Of all the transactions of one id, at most one is ever committed (the
+// one its persisted record names), and ids sort in checkpoint order
+// (checkpoint.NewID): a reader that needs the output in order reads the
+// committed transactions by id.
 type Sink interface {
 	// Write adds records to the open transaction txn, in order; it is
 	// called for each batch with output. Nothing written is visible to

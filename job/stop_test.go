@@ -135,15 +135,17 @@ func TestStopPastDeadlineIsCrashSafe(t *testing.T) {
 }
 
 // stuckSource is a source whose Next, once stuck is closed, blocks until
-// unstick is closed, ignoring its ctx.
+// unstick is closed, ignoring its ctx. It closes blocked when it blocks.
 type stuckSource struct {
 	*source
-	stuck, unstick chan struct{}
+	stuck, unstick, blocked chan struct{}
+	once                    sync.Once
 }
 
 func (s *stuckSource) Next(ctx context.Context) ([]job.Record, error) {
 	select {
 	case <-s.stuck:
+		s.once.Do(func() { close(s.blocked) })
 		<-s.unstick
 	default:
 	}
@@ -157,13 +159,18 @@ func TestStopDeadlineBoundsStuckSource(t *testing.T) {
 	bucket := memstore.New()
 	sink := job.NewBlobSink(bucket, "out/")
 	dir := t.TempDir()
-	src := &stuckSource{source: &source{n: 1 << 30, batch: 10}, stuck: make(chan struct{}), unstick: make(chan struct{})}
+	src := &stuckSource{source: &source{n: 1 << 30, batch: 10},
+		stuck: make(chan struct{}), unstick: make(chan struct{}), blocked: make(chan struct{})}
 	cfg := job.Config{
 		Storage: node(t, bucket, dir), Dir: dir, Source: src,
 		Processor: summer{}, Sink: sink, EveryRecords: 100, State: smallState,
 	}
 	j := startUntil(t, cfg, 300)
 	close(src.stuck)
+	// Stop only once Next is stuck: a Stop that lands while the loop is
+	// between a Next and its check of the stop request drains at once,
+	// as it should, and the deadline is never tested.
+	<-src.blocked
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	res, err := j.Stop(ctx, job.StopOptions{Savepoint: "never"})

@@ -1,18 +1,11 @@
 // Package metrics exposes what Tidemark does as Prometheus metrics, every
-// name prefixed tidemark_:
-//
-//   - BlobstoreMetrics observes any Blobstore (blobstore.Observe, or Wrap)
-//     and counts its operations in the families of thanos objstore:
-//     operations, failures, duration and bytes, labelled by operation
-//     (and optionally by a key class that the caller defines);
-//   - CheckpointMetrics observes a checkpoint Storage: saves, restores,
-//     garbage collection, fencing, and the time of the latest completed
-//     checkpoint, whose age is the alert every operator writes;
-//   - ReplicationMetrics observes a blobstorage.Replicator: the recovery
-//     point of the replica (docs/replication.md) and what was copied;
-//   - BuildInfoCollector and NewRegistry add tidemark_build_info and the
-//     Go runtime and process collectors;
-//   - Start serves a registry at /metrics until its context ends.
+// name prefixed tidemark_: BlobstoreMetrics counts a Blobstore's
+// operations in thanos objstore's families, CheckpointMetrics observes a
+// checkpoint Storage (saves, restores, GC, fencing, the latest completed
+// checkpoint), ReplicationMetrics a blobstorage.Replicator
+// (docs/replication.md); BuildInfoCollector and NewRegistry add
+// tidemark_build_info and the Go runtime and process collectors, and
+// Start serves a registry.
 //
 // A job wires them up in a few lines:
 //
@@ -75,22 +68,6 @@
 //
 // # Alerting on checkpoint age
 //
-// The one alert every job needs: no checkpoint completed for too long, so
-// a restore would replay (or lose, if the source cannot replay) more than
-// the job can afford. Set the threshold to several checkpoint intervals:
-//
-//	groups:
-//	  - name: tidemark
-//	    rules:
-//	      - alert: TidemarkCheckpointStale
-//	        expr: time() - tidemark_checkpoint_last_completed_timestamp_seconds > 600
-//	        for: 5m
-//	        labels:
-//	          severity: page
-//	        annotations:
-//	          summary: "{{ $labels.instance }}: no checkpoint completed for {{ $value | humanizeDuration }}"
-//
-// The gauge is 0 until the process completes its first checkpoint, so the
-// expression holds from the start and "for: 5m" is the time a new
-// process has to complete one.
+// The one alert every job needs, on the age of the latest completed
+// checkpoint, is written out in docs/metrics.md.
 package metrics

@@ -83,22 +83,22 @@ func docTable(t *testing.T) map[string]documented {
 	return out
 }
 
-// readmeRow matches a row of the README's metrics table:
+// pageRow matches a row of docs/metrics.md's table:
 // | `name` | type | `label`, `label` … | meaning |
-var readmeRow = regexp.MustCompile("^\\| `(" + Namespace + "_[a-z_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
+var pageRow = regexp.MustCompile("^\\| `(" + Namespace + "_[a-z_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
 
-// readmeTable reads the metrics table of the repository's README, if it
-// has one yet.
-func readmeTable(t *testing.T) map[string]documented {
+// pageTable reads the table of the repository's metrics page,
+// docs/metrics.md.
+func pageTable(t *testing.T) map[string]documented {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := make(map[string]documented)
 	label := regexp.MustCompile("`([a-z_]+)`")
 	for line := range strings.Lines(string(data)) {
-		m := readmeRow.FindStringSubmatch(line)
+		m := pageRow.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -138,11 +138,11 @@ func TestDocTableIsComplete(t *testing.T) {
 	compareTable(t, "the package doc", docTable(t), registered(t))
 }
 
-// So does the README's.
-func TestReadmeTableIsComplete(t *testing.T) {
-	doc := readmeTable(t)
+// So does docs/metrics.md's.
+func TestMetricsPageTableIsComplete(t *testing.T) {
+	doc := pageTable(t)
 	if len(doc) == 0 {
-		t.Fatal("README.md has no metrics table: every family must be documented there")
+		t.Fatal("docs/metrics.md has no metrics table: every family must be documented there")
 	}
-	compareTable(t, "README.md", doc, registered(t))
+	compareTable(t, "docs/metrics.md", doc, registered(t))
 }

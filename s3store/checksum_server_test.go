@@ -24,13 +24,16 @@ import (
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
-// checksumServers are the servers the checksum tests run on.
+// checksumServers are the servers the checksum tests run on: the three
+// of the harness (docs/servers.md). Each is started by the subtest that
+// uses it, so that -run can pick one.
 var checksumServers = []struct {
 	name  string
 	start func(testing.TB) *miniotest.Server
 }{
 	{"minio", miniotest.Shared},
 	{"versitygw", miniotest.SharedVersity},
+	{"seaweedfs", miniotest.SharedSeaweedFS},
 }
 
 // headChecksum returns the CRC32C and checksum type the server reports for
@@ -80,15 +83,19 @@ func TestUploadsCarryAFullObjectChecksum(t *testing.T) {
 // TestUploadsWithoutChecksumsWhenRequired checks the setting for servers
 // that reject checksums: no upload then carries one.
 func TestUploadsWithoutChecksumsWhenRequired(t *testing.T) {
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.ChecksumWhenRequired = true })
-	for _, size := range []int{100 << 10, 2*testPartSize + 1} {
-		key := "k" + strconv.Itoa(size)
-		if err := s.Put(t.Context(), key, stream(randomBytes(size, 1))); err != nil {
-			t.Fatal(err)
-		}
-		if crc, _ := headChecksum(t, s, key); crc != "" {
-			t.Errorf("%d bytes: CRC32C %q stored with checksum=when_required", size, crc)
-		}
+	for _, srv := range checksumServers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := newStore(t, srv.start(t), func(o *Options) { o.ChecksumWhenRequired = true })
+			for _, size := range []int{100 << 10, 2*testPartSize + 1} {
+				key := "k" + strconv.Itoa(size)
+				if err := s.Put(t.Context(), key, stream(randomBytes(size, 1))); err != nil {
+					t.Fatal(err)
+				}
+				if crc, _ := headChecksum(t, s, key); crc != "" {
+					t.Errorf("%d bytes: CRC32C %q stored with checksum=when_required", size, crc)
+				}
+			}
+		})
 	}
 }
 
@@ -99,8 +106,14 @@ func TestUploadsWithoutChecksumsWhenRequired(t *testing.T) {
 // the SDK at all), also through the resuming reader every read path uses,
 // which must not resume past the mismatch and end cleanly.
 func TestPlainGetVerifiesAMultipartObject(t *testing.T) {
+	for _, srv := range checksumServers {
+		t.Run(srv.name, func(t *testing.T) { testPlainGetVerifiesAMultipartObject(t, srv.start(t)) })
+	}
+}
+
+func testPlainGetVerifiesAMultipartObject(t *testing.T, srv *miniotest.Server) {
 	tr := &flipGetBody{base: http.DefaultTransport}
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	s := newStore(t, srv, func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
 	data := randomBytes(2*testPartSize+7, 9)
 	if err := s.Put(t.Context(), "k", stream(data)); err != nil {
 		t.Fatal(err)
@@ -145,7 +158,8 @@ func TestPlainGetVerifiesAMultipartObject(t *testing.T) {
 // server and checks that it refuses them: on PutObject, on UploadPart,
 // and a wrong full-object checksum on CompleteMultipartUpload. CRC32C is
 // what Tidemark sends and must be verified everywhere; CRC64NVME's
-// answers are logged, for the table in docs/integrity.md.
+// answers are logged, for the tables in docs/integrity.md and
+// docs/servers.md.
 func TestServersRejectWrongChecksums(t *testing.T) {
 	nvme := crc64.MakeTable(0x9a6c9329ac4bc9b5)
 	type algo struct {
@@ -303,8 +317,14 @@ func (f *flipRanges) RoundTrip(req *http.Request) (*http.Response, error) {
 // damaged in transit fails with blobstore.ErrChecksum; a caller that
 // verifies the content itself (WithContentVerified) gets the bytes.
 func TestRangedDownloadsVerifyTheWholeObject(t *testing.T) {
+	for _, srv := range checksumServers {
+		t.Run(srv.name, func(t *testing.T) { testRangedDownloadsVerifyTheWholeObject(t, srv.start(t)) })
+	}
+}
+
+func testRangedDownloadsVerifyTheWholeObject(t *testing.T, srv *miniotest.Server) {
 	tr := &flipRanges{base: http.DefaultTransport}
-	s := newStore(t, miniotest.Shared(t), func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	s := newStore(t, srv, func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
 	data := randomBytes(3*testPartSize+99, 4)
 	if err := s.Put(t.Context(), "k", stream(data)); err != nil {
 		t.Fatal(err)
@@ -371,8 +391,8 @@ func (p *payloadHashes) RoundTrip(req *http.Request) (*http.Response, error) {
 	return p.base.RoundTrip(req)
 }
 
-// TestUnsignedPayloadHashesNoBody checks Options.UnsignedPayload on both
-// servers: every PUT (single-part, parts, the upload records) is signed
+// TestUnsignedPayloadHashesNoBody checks Options.UnsignedPayload on every
+// server: every PUT (single-part, parts, the upload records) is signed
 // as UNSIGNED-PAYLOAD, the server still verifies the CRC32C, and the
 // objects read back intact. Without it every PUT carries a body digest.
 func TestUnsignedPayloadHashesNoBody(t *testing.T) {

@@ -43,18 +43,26 @@ func (s *Store) Probe(ctx context.Context) error {
 // "_tidemark_probe/" it checks that
 //
 //   - PutIfAbsent creates the key, and a second PutIfAbsent fails;
+//
 //   - PutIfMatch with a wrong ETag fails, and with the right one succeeds;
+//
 //   - PutIfMatch on a missing key fails (MinIO once created it, #21526);
+//
 //   - CompleteMultipartUpload, where S3 checks the conditions of a large
 //     write, refuses If-None-Match: * on the existing key and If-Match
 //     with a wrong ETag, and accepts If-Match with the right one (a server
 //     may check conditions on PutObject only: then every object larger
 //     than a part would be written unconditionally);
+//
 //   - racing writers of one key do not both win: in each of a few rounds,
 //     several PutIfAbsent of a fresh key, then several PutIfMatch of one
 //     key with the same ETag, are sent at once, and exactly one of each
 //     must succeed and be what the key then holds (SeaweedFS once let
 //     every racing create through, #8800);
+//
+//   - with Options.SSE, the object written (last by a multipart upload)
+//     is reported encrypted as asked (one HEAD): versitygw's posix
+//     backend accepts the header and stores the object in the clear;
 //
 // then reports, without requiring them, whether DeleteObject honours
 // If-Match, whether uploads' CRC32C and CRC64NVME checksums are verified
@@ -161,6 +169,9 @@ func (s *Store) probeReport(ctx context.Context, rounds, writers int) (report bl
 		return report, fmt.Errorf("s3store: probe %s: If-Match with the current ETag on CompleteMultipartUpload: %w", s.describe(), s.wrap("complete-multipart-upload", key, err, true))
 	}
 	uploadID = nil
+	if err := s.probeSSE(ctx, key, okey); err != nil {
+		return report, err
+	}
 
 	// Racing writers: the property a single writer cannot show.
 	if err := s.probeRaces(ctx, base, rounds, writers, written); err != nil {
@@ -223,4 +234,27 @@ func (s *Store) probeUpload(ctx context.Context, okey string, uploadID **string)
 		}
 		return s.client.CompleteMultipartUpload(ctx, in)
 	}, nil
+}
+
+// probeSSE checks, when the store asks for server-side encryption, that
+// the endpoint says it applied it to key (object key okey): HEAD reports
+// the algorithm asked for and, for SSE-KMS with a key named, that key. A
+// server that accepts the header and does not say so is
+// blobstore.ErrSSENotApplied.
+func (s *Store) probeSSE(ctx context.Context, key, okey string) error {
+	if s.sse == "" {
+		return nil
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &okey})
+	if err != nil {
+		return fmt.Errorf("s3store: probe %s: %w", s.describe(), s.wrap("head", key, err, false))
+	}
+	got, kms := out.ServerSideEncryption, aws.ToString(out.SSEKMSKeyId)
+	switch {
+	case got != s.sse:
+		return fmt.Errorf("%w: %s: a write with x-amz-server-side-encryption: %s succeeded and HEAD reports %q", blobstore.ErrSSENotApplied, s.describe(), s.sse, got)
+	case s.kmsKey != "" && !strings.HasSuffix(kms, s.kmsKey):
+		return fmt.Errorf("%w: %s: a write under KMS key %q succeeded and HEAD reports key %q", blobstore.ErrSSENotApplied, s.describe(), s.kmsKey, kms)
+	}
+	return nil
 }

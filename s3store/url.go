@@ -26,8 +26,8 @@ func init() {
 	})
 }
 
-// OptionsFromURL parses an s3://bucket/prefix?param=value URL (see the
-// package documentation for the parameters) into Options. Credentials
+// OptionsFromURL parses an s3://bucket/prefix?param=value URL (docs/s3.md
+// lists the parameters) into Options. Credentials
 // are refused: they come from the AWS chain.
 func OptionsFromURL(u *url.URL) (Options, error) {
 	var o Options

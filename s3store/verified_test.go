@@ -55,13 +55,18 @@ func (f *flipGetBody) lastMode() string {
 // caller verifies the content (Restore, by SHA-256) asks for none and
 // hands over the bytes as received, for the caller's digest to judge.
 func TestGetSkipsTheSDKChecksumOnlyForContentTheCallerVerifies(t *testing.T) {
-	srv := miniotest.Shared(t)
+	for _, srv := range checksumServers {
+		t.Run(srv.name, func(t *testing.T) { testGetSkipsTheSDKChecksum(t, srv.start(t)) })
+	}
+}
+
+func testGetSkipsTheSDKChecksum(t *testing.T, srv *miniotest.Server) {
 	ctx := context.Background()
 	tr := &flipGetBody{base: http.DefaultTransport}
 	s := newStore(t, srv, func(o *Options) { o.HTTPClient = &http.Client{Transport: tr} })
 	data := randomBytes(64<<10, 3)
-	// A single PUT carries a CRC32 of the whole object, which MinIO keeps
-	// and returns to a GET that asks for it.
+	// A single PUT carries a CRC32C of the whole object, which the
+	// server keeps and returns to a GET that asks for it.
 	if err := s.Put(ctx, "k", bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}

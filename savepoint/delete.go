@@ -160,7 +160,7 @@ func addRefs(ctx context.Context, bs blobstore.Blobstore, key string, opts Optio
 	if sniff(head) == FormatArchive {
 		return nil // holds its own files
 	}
-	m, err := decodeObject(br, opts.Limits)
+	m, _, err := decodeObject(br, opts.Limits)
 	if err != nil {
 		return err
 	}

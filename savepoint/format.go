@@ -8,6 +8,8 @@ import (
 	"io"
 
 	"github.com/tidemark-io/tidemark/archive"
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 )
 
 // Format is how a savepoint's object stores it.
@@ -59,16 +61,21 @@ type header struct {
 	Version int    `json:"version"`
 	Files   int    `json:"files"`
 	Bytes   int64  `json:"bytes"`
+	// KeyID is the id of the master key the savepoint's content objects
+	// are encrypted under (package blobstore/encrypted), when the store
+	// it was written to encrypts them; absent for plain content and in
+	// manifests written before the field existed.
+	KeyID string `json:"encryption_key_id,omitempty"`
 }
 
 // encodeObject returns the manifest object of m, refusing (ErrCorrupt)
-// what a reader with lim would refuse.
-func encodeObject(m *archive.Manifest, lim archive.Limits) ([]byte, error) {
+// what a reader with lim would refuse; keyID is the header's KeyID.
+func encodeObject(m *archive.Manifest, lim archive.Limits, keyID string) ([]byte, error) {
 	mj, err := archive.EncodeManifest(m, lim)
 	if err != nil {
 		return nil, err
 	}
-	hj, err := json.Marshal(header{Format: manifestFormat, Version: manifestVersion, Files: len(m.Files), Bytes: m.TotalSize()})
+	hj, err := json.Marshal(header{Format: manifestFormat, Version: manifestVersion, Files: len(m.Files), Bytes: m.TotalSize(), KeyID: keyID})
 	if err != nil {
 		return nil, err
 	}
@@ -108,26 +115,41 @@ func decodeHeader(br *bufio.Reader) (header, error) {
 	if h.Format != manifestFormat || h.Version != manifestVersion {
 		return h, corrupt("header: format %q version %d, this reader knows %q version %d", h.Format, h.Version, manifestFormat, manifestVersion)
 	}
+	if h.KeyID != "" {
+		if err := encrypted.ValidateKeyID(h.KeyID); err != nil {
+			return h, corrupt("header: encryption_key_id: %v", err)
+		}
+	}
 	return h, nil
+}
+
+// keyIDOf returns the id of the key bs encrypts the content of m under
+// (header.KeyID): "" when it encrypts none. One key serves a store, so
+// the first file tells.
+func keyIDOf(bs blobstore.Blobstore, m *archive.Manifest) string {
+	if len(m.Files) == 0 {
+		return ""
+	}
+	return encrypted.KeyIDOf(bs, ContentKey(m.Files[0].SHA256))
 }
 
 // decodeObject reads a whole manifest object from r (its first bytes
 // included) and checks it: the header, the manifest with lim (as an
-// archive's), and that they agree.
-func decodeObject(r io.Reader, lim archive.Limits) (*archive.Manifest, error) {
+// archive's), and that they agree. It returns the header too.
+func decodeObject(r io.Reader, lim archive.Limits) (*archive.Manifest, header, error) {
 	br := bufio.NewReaderSize(r, maxHeaderBytes)
 	h, err := decodeHeader(br)
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
 	m, err := archive.DecodeManifest(br, lim)
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
 	if h.Files != len(m.Files) || h.Bytes != m.TotalSize() {
-		return nil, corrupt("header says %d files of %d bytes, the manifest lists %d of %d", h.Files, h.Bytes, len(m.Files), m.TotalSize())
+		return nil, h, corrupt("header says %d files of %d bytes, the manifest lists %d of %d", h.Files, h.Bytes, len(m.Files), m.TotalSize())
 	}
-	return m, nil
+	return m, h, nil
 }
 
 // corrupt returns an error wrapping archive.ErrCorrupt about a manifest

@@ -25,7 +25,7 @@ func Import(ctx context.Context, bs blobstore.Blobstore, label string, r io.Read
 	}
 	defer ar.Close()
 	m := ar.Manifest()
-	obj, err := encodeObject(m, opts.Limits)
+	obj, err := encodeObject(m, opts.Limits, keyIDOf(bs, m))
 	if err != nil {
 		return Stats{}, fmt.Errorf("savepoint: import %q: %w", label, err)
 	}

@@ -86,7 +86,7 @@ type Stats struct {
 // grace period.
 func Put(ctx context.Context, bs blobstore.Blobstore, label string, m *archive.Manifest, open archive.OpenFunc, opts Options) (Stats, error) {
 	opts = opts.withDefaults()
-	obj, err := encodeObject(m, opts.Limits)
+	obj, err := encodeObject(m, opts.Limits, keyIDOf(bs, m))
 	if err != nil {
 		return Stats{}, fmt.Errorf("savepoint: put %q: %w", label, err)
 	}

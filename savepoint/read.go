@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 )
 
 // Savepoint is a savepoint opened for reading (Open). Close it.
@@ -24,6 +25,10 @@ type Savepoint struct {
 	// Manifest is its manifest (FormatManifest only; an archive's is
 	// read with the archive).
 	Manifest *archive.Manifest
+	// EncryptionKeyID is the id of the master key its content objects
+	// are encrypted under, as its manifest records it (FormatManifest
+	// only; "" for plain content and manifests written before the field).
+	EncryptionKeyID string
 
 	bs    blobstore.Blobstore
 	limit archive.Limits
@@ -75,7 +80,14 @@ func open(ctx context.Context, bs blobstore.Blobstore, label string, opts Option
 		return sp, nil
 	}
 	defer rc.Close()
-	if sp.Manifest, err = decodeObject(br, opts.Limits); err != nil {
+	var h header
+	if sp.Manifest, h, err = decodeObject(br, opts.Limits); err != nil {
+		return nil, fmt.Errorf("savepoint: open %q: %w", label, err)
+	}
+	// A store without the content's key is refused here, before any
+	// content is read or anything is written from it.
+	sp.EncryptionKeyID = h.KeyID
+	if err := encrypted.CheckKey(bs, h.KeyID, "the files of savepoint "+label); err != nil {
 		return nil, fmt.Errorf("savepoint: open %q: %w", label, err)
 	}
 	sp.files = make(map[string]archive.File, len(sp.Manifest.Files))
@@ -227,6 +239,9 @@ type Info struct {
 	Files int
 	// ModTime is when its object was written.
 	ModTime time.Time
+	// EncryptionKeyID is the key id its manifest records (see
+	// Savepoint.EncryptionKeyID).
+	EncryptionKeyID string
 }
 
 // Stat describes savepoint label of bs from its object's first bytes (one
@@ -252,7 +267,7 @@ func Stat(ctx context.Context, bs blobstore.Blobstore, label string) (Info, erro
 	if err != nil {
 		return Info{}, fmt.Errorf("savepoint: stat %q: %w", label, err)
 	}
-	info.Format, info.Bytes, info.Files = FormatManifest, h.Bytes, h.Files
+	info.Format, info.Bytes, info.Files, info.EncryptionKeyID = FormatManifest, h.Bytes, h.Files, h.KeyID
 	return info, nil
 }
 

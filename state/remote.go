@@ -56,7 +56,7 @@ func (l RemoteLevels) String() string {
 // RemoteOptions put a Store in remote mode (instant restore): Pebble
 // creates SSTs directly in an object store and reads them back block by
 // block, through a cache on local disk. The zero value (Store nil) is
-// local mode. See "Remote mode" in the package doc.
+// local mode. See "Remote mode" in docs/state.md.
 type RemoteOptions struct {
 	// Store holds the objects. Nil means local mode.
 	Store blobstore.Blobstore
@@ -117,8 +117,8 @@ type RemoteObject struct {
 // fenced writer and its successor, two restores of one checkpoint) ever
 // create objects under the same key.
 //
-// Objects are owned by the checkpoint layer, not by Pebble (see the
-// package doc), so this view changes two of Pebble's habits:
+// Objects are owned by the checkpoint layer, not by Pebble (see
+// docs/state.md), so this view changes two of Pebble's habits:
 //
 //   - Pebble's reference markers (an empty "<object>.ref.<creator>.<n>"
 //     object per SST, so that databases sharing an SST know when the last
@@ -424,7 +424,7 @@ func (s *Store) checkpointObjects(dir, owner string) (_ []RemoteObject, err erro
 
 // LiveRemoteObjects returns the objects the open databases refer to now,
 // sorted by key. Flushes and compactions change the set at any moment; a
-// GC uses it together with its grace period (see the package doc).
+// GC uses it together with its grace period (see docs/state.md).
 func (s *Store) LiveRemoteObjects() ([]RemoteObject, error) {
 	if err := s.acquire(); err != nil {
 		return nil, fmt.Errorf("state: live remote objects: %w", err)

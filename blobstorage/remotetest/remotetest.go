@@ -34,6 +34,10 @@ import (
 	"github.com/tidemark-io/tidemark/state"
 )
 
+// The state's view is what remote mode takes; state cannot say so
+// itself without importing blobstorage, which sits above it.
+var _ blobstorage.RemoteState = state.RemoteView{}
+
 // Run runs every scenario; newStore returns a new, empty Blobstore for
 // each (it may be a prefix of a shared bucket).
 func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {

@@ -2,6 +2,7 @@ package encrypted_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -207,5 +208,191 @@ func TestSavepointCopiesAcrossKeys(t *testing.T) {
 	}
 	if !errors.Is(err, encrypted.ErrWrongKey) {
 		t.Fatalf("reading the other key's copy with k1: %v, want ErrWrongKey", err)
+	}
+}
+
+// A checkpoint saved through the decorator names the key id in its record
+// (encryption_key_id), a plain one does not; a restore without the key or
+// with another is refused naming the recorded id before it touches the
+// local state directory or leaves a pin; a record without the field (as
+// written before it existed) restores as before; a malformed id is a
+// damaged record.
+func TestRecordNamesTheKey(t *testing.T) {
+	ctx := t.Context()
+	base := memstore.New()
+	k1, k2 := testKey(t, 41), testKey(t, 42)
+	_, id := saveCheckpoint(t, wrap(t, base, k1, nil))
+	recKey := "checkpoints/" + id + "/checkpoint.json"
+	raw := rawGet(t, base, recKey)
+	if got := recordField(t, raw, "encryption_key_id"); got != k1.ID {
+		t.Fatalf("the record names key id %v, want %s: %s", got, k1.ID, raw)
+	}
+	rec, err := blobstorage.New(base, t.TempDir(), blobstorage.Options{}).LoadRecord(ctx, id)
+	if err != nil || rec.EncryptionKeyID != k1.ID {
+		t.Fatalf("LoadRecord without the key: %+v, %v; want EncryptionKeyID %s", rec, err, k1.ID)
+	}
+
+	plain := memstore.New()
+	saveCheckpoint(t, plain)
+	if raw := rawGet(t, plain, recKey); recordField(t, raw, "encryption_key_id") != nil {
+		t.Fatalf("a plain record names a key: %s", raw)
+	}
+
+	// A stale local state directory a restore would replace, and pins.
+	refused := func(name string, bs blobstore.Blobstore, want error, ids ...string) {
+		t.Helper()
+		s := blobstorage.New(bs, t.TempDir(), blobstorage.Options{})
+		stale := filepath.Join(s.StateDir(id), "counts", "000007.sst")
+		if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(stale, []byte("stale"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Restore(ctx, id)
+		if !errors.Is(err, want) {
+			t.Fatalf("Restore %s: %v, want %v", name, err, want)
+		}
+		for _, kid := range ids {
+			if !strings.Contains(err.Error(), kid) {
+				t.Errorf("Restore %s: %q does not name key id %s", name, err, kid)
+			}
+		}
+		if b, err := os.ReadFile(stale); err != nil || string(b) != "stale" {
+			t.Errorf("Restore %s changed the local state directory: %q, %v", name, b, err)
+		}
+		if pins := blobstoretest.ListKeys(t, base, "pins/"); len(pins) != 0 {
+			t.Errorf("Restore %s left pins: %v", name, pins)
+		}
+	}
+	refused("without a key", base, encrypted.ErrNoKey, k1.ID)
+	refused("through Detect", encrypted.Detect(base, encrypted.Options{}), encrypted.ErrNoKey, k1.ID)
+	refused("with another key", wrap(t, base, k2, nil), encrypted.ErrWrongKey, k1.ID, k2.ID)
+
+	// A record from before the field: refused with another key all the
+	// same (its first file's header tells), and restores with the key.
+	put(t, base, recKey, withField(t, raw, "encryption_key_id", nil))
+	refused("of a record without the field, with another key", wrap(t, base, k2, nil), encrypted.ErrWrongKey, k1.ID, k2.ID)
+	checkRestored(t, wrap(t, base, k1, nil), id)
+
+	put(t, base, recKey, withField(t, raw, "encryption_key_id", "a b"))
+	if _, err := blobstorage.New(base, t.TempDir(), blobstorage.Options{}).LoadRecord(ctx, id); err == nil {
+		t.Fatal("a record with a malformed key id loads")
+	}
+}
+
+// recordField returns field of the JSON object raw (nil when absent).
+func recordField(t *testing.T, raw []byte, field string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m[field]
+}
+
+// withField returns the JSON object raw with field set to v, or removed
+// when v is nil.
+func withField(t *testing.T, raw []byte, field string, v any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if v == nil {
+		delete(m, field)
+	} else {
+		m[field] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A savepoint's manifest names the key id of its content
+// (encryption_key_id in its header line): the writer's, the destination's
+// after a copy, none in a plain store. Where the manifest itself is left
+// plain (a predicate that encrypts only content), a reader without the
+// key, or with another, is refused naming the recorded id before any
+// content is read or anything is written to the store restored into.
+func TestManifestNamesTheKey(t *testing.T) {
+	ctx := t.Context()
+	k1, k2 := testKey(t, 51), testKey(t, 52)
+	check := func(name string, bs blobstore.Blobstore, want string) {
+		t.Helper()
+		info, err := savepoint.Stat(ctx, bs, "sp")
+		if err != nil || info.EncryptionKeyID != want {
+			t.Fatalf("%s: Stat: key id %q, %v; want %q", name, info.EncryptionKeyID, err, want)
+		}
+		sp, err := savepoint.Open(ctx, bs, "sp", savepoint.Options{})
+		if err != nil {
+			t.Fatalf("%s: Open: %v", name, err)
+		}
+		defer sp.Close()
+		if sp.EncryptionKeyID != want {
+			t.Fatalf("%s: Open: key id %q, want %q", name, sp.EncryptionKeyID, want)
+		}
+		if _, err := sp.Verify(ctx); err != nil {
+			t.Fatalf("%s: Verify: %v", name, err)
+		}
+	}
+	base := memstore.New()
+	enc := wrap(t, base, k1, nil)
+	src, _ := saveCheckpoint(t, enc)
+	if _, err := checkpoint.CreateSavepoint(ctx, src, enc, "sp"); err != nil {
+		t.Fatal(err)
+	}
+	check("encrypted", enc, k1.ID)
+	plain, other := memstore.New(), wrap(t, memstore.New(), k2, nil)
+	for _, dst := range map[string]blobstore.Blobstore{"plain copy": plain, "copy under another key": other} {
+		if err := checkpoint.CopySavepoint(ctx, enc, dst, "sp"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("plain copy", plain, "")
+	check("copy under another key", other, k2.ID)
+
+	// Content encrypted, manifests plain: the manifest tells without the key.
+	contentOnly := func(key string) bool {
+		return encrypted.DefaultEncrypt(key) && !strings.HasPrefix(key, savepoint.LabelPrefix)
+	}
+	mixed := memstore.New()
+	if err := checkpoint.CopySavepoint(ctx, enc, wrap(t, mixed, k1, contentOnly), "sp"); err != nil {
+		t.Fatal(err)
+	}
+	check("content encrypted", wrap(t, mixed, k1, contentOnly), k1.ID)
+	if info, err := savepoint.Stat(ctx, mixed, "sp"); err != nil || info.EncryptionKeyID != k1.ID {
+		t.Fatalf("Stat without the key: %q, %v; want %s", info.EncryptionKeyID, err, k1.ID)
+	}
+	for _, c := range []struct {
+		name string
+		bs   blobstore.Blobstore
+		want error
+		ids  []string
+	}{
+		{"without a key", encrypted.Detect(mixed, encrypted.Options{}), encrypted.ErrNoKey, []string{k1.ID}},
+		{"with another key", wrap(t, mixed, k2, contentOnly), encrypted.ErrWrongKey, []string{k1.ID, k2.ID}},
+	} {
+		_, err := savepoint.Open(ctx, c.bs, "sp", savepoint.Options{})
+		if !errors.Is(err, c.want) {
+			t.Fatalf("Open %s: %v, want %v", c.name, err, c.want)
+		}
+		for _, id := range c.ids {
+			if !strings.Contains(err.Error(), id) {
+				t.Errorf("Open %s: %q does not name %s", c.name, err, id)
+			}
+		}
+		dst := memstore.New()
+		if _, err := checkpoint.RestoreSavepoint(ctx, blobstorage.New(dst, t.TempDir(), blobstorage.Options{}), c.bs, "sp"); !errors.Is(err, c.want) {
+			t.Fatalf("RestoreSavepoint %s: %v, want %v", c.name, err, c.want)
+		}
+		if keys := blobstoretest.ListKeys(t, dst, ""); len(keys) != 0 {
+			t.Errorf("RestoreSavepoint %s wrote %v", c.name, keys)
+		}
+		if locks := blobstoretest.ListKeys(t, mixed, savepoint.LockPrefix); len(locks) != 0 {
+			t.Errorf("Open %s left locks %v", c.name, locks)
+		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 	"github.com/tidemark-io/tidemark/metrics"
 )
 

@@ -230,7 +230,7 @@ func duplicateCommit(t *testing.T, bs blobstore.Blobstore) {
 	}
 }
 
-// The README's rollback, as a new user plays it: the demo crashes, a
+// The CLI block's rollback (docs/cli.md), as a new user plays it: the demo crashes, a
 // savepoint is created, the demo completes, the savepoint is restored on
 // the same store (a new lineage), and every later demo run checks OK.
 func TestDemoRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {

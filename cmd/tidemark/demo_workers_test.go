@@ -16,7 +16,7 @@ import (
 const childMainEnv = "TIDEMARK_TEST_RUN_AS_TIDEMARK"
 
 // The variable is set for every process this test binary starts, so
-// that no test (the README's commands included) can start a copy of the
+// that no test (the documented commands included) can start a copy of the
 // test binary that runs the tests instead of a worker.
 func init() {
 	if os.Getenv(childMainEnv) != "1" {

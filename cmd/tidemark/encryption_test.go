@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,4 +119,68 @@ func TestEncryptionKeyUsageErrors(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "store")); !os.IsNotExist(err) {
 		t.Errorf("a refused command created the store: %v", err)
 	}
+}
+
+// The key id is recorded where an operator sees it without the key: show
+// prints the record's, savepoint ls (with the key) the manifest's. A
+// plain savepoint and an encrypted one both verify (and --deep) and copy
+// both ways. A savepoint restore into a store with checkpoints, from a
+// source without the key or with another, is refused naming the key id
+// and changes nothing in the store.
+func TestEncryptionKeyIDRecordedAndPlainSavepointsCopy(t *testing.T) {
+	dir := t.TempDir()
+	encDir, plainDir := filepath.Join(dir, "enc"), filepath.Join(dir, "plain")
+	keyPath, key := writeKey(t, 3)
+	otherPath, other := writeKey(t, 4)
+	encPlainURL := fileURL(encDir)
+	enc := encPlainURL + "?encryption_key_file=" + keyPath
+	plain := fileURL(plainDir)
+	must(t, "", demoArgs(t.TempDir(), enc)...)
+	must(t, "", demoArgs(t.TempDir(), plain)...)
+	must(t, enc, "savepoint", "create", "e")
+	must(t, plain, "savepoint", "create", "p")
+
+	// show, without the key: the record names it; a plain one does not.
+	if out := must(t, encPlainURL, "show", "latest-completed"); !strings.Contains(out, "key id "+key.ID) {
+		t.Fatalf("show of an encrypted checkpoint does not name key id %s:\n%s", key.ID, out)
+	}
+	out := must(t, encPlainURL, "show", "latest-completed", "--output", "json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["encryption_key_id"] != key.ID {
+		t.Fatalf("show --output json: encryption_key_id %v (%v), want %s", doc["encryption_key_id"], err, key.ID)
+	}
+	if out := must(t, plain, "show", "latest-completed"); strings.Contains(out, "key id") {
+		t.Fatalf("show of a plain checkpoint names a key:\n%s", out)
+	}
+
+	// Both kinds copy both ways, and verify wherever they land.
+	must(t, "", "savepoint", "cp", "p", plain, enc)
+	must(t, "", "savepoint", "cp", "e", enc, plain)
+	for _, c := range []struct{ store, label string }{{enc, "e"}, {enc, "p"}, {plain, "e"}, {plain, "p"}} {
+		must(t, c.store, "verify", c.label)
+		must(t, c.store, "verify", "--deep", c.label)
+	}
+	if out := must(t, enc, "savepoint", "ls"); !strings.Contains(out, "KEY ID") || strings.Count(out, key.ID) != 2 {
+		t.Fatalf("savepoint ls of the encrypted store does not show key id %s for both:\n%s", key.ID, out)
+	}
+	if out := must(t, plain, "savepoint", "ls"); strings.Contains(out, "KEY ID") {
+		t.Fatalf("savepoint ls of a plain store shows a key column:\n%s", out)
+	}
+
+	// A refused restore changes nothing in the store restored into.
+	before := treeOf(t, plainDir)
+	for _, from := range []string{encPlainURL, encPlainURL + "?encryption_key_file=" + otherPath} {
+		_, errOut, code := tm(t, plain, "savepoint", "restore", "e", "--from", from)
+		if code == exitOK || !strings.Contains(errOut, key.ID) {
+			t.Fatalf("savepoint restore from %s: exit %d, stderr %q; want a refusal naming %s", from, code, errOut, key.ID)
+		}
+		if strings.Contains(from, otherPath) && !strings.Contains(errOut, other.ID) {
+			t.Errorf("savepoint restore with another key: %q does not name %s", errOut, other.ID)
+		}
+		if after := treeOf(t, plainDir); !maps.Equal(before, after) {
+			t.Fatalf("a refused savepoint restore from %s changed the store", from)
+		}
+	}
+	must(t, plain, "savepoint", "restore", "e", "--from", enc, "--new-job")
+	must(t, plain, "verify", "latest-completed")
 }

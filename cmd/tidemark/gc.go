@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -105,10 +106,10 @@ store: a missing directory or an empty prefix (a mistyped path) is an error.`,
 					if v.Keep {
 						what = "keep"
 					}
-					fmt.Fprintf(w, "%s %s: %s\n", what, v.ID, v.Reason)
+					fmt.Fprintf(w, "%s %s: %s\n", what, v.ID, describeReason(v.Reason))
 				}
 				for _, d := range rep.Deletions {
-					fmt.Fprintf(w, "%s %s (%s): %s\n", verb, d.Key, humanBytes(d.Size), d.Reason)
+					fmt.Fprintf(w, "%s %s (%s): %s\n", verb, d.Key, humanBytes(d.Size), describeReason(d.Reason))
 				}
 				if rep.SharedKept != "" {
 					fmt.Fprintf(w, "shared files kept: %s\n", rep.SharedKept)
@@ -136,4 +137,15 @@ store: a missing directory or an empty prefix (a mistyped path) is an error.`,
 	cmd.Flags().DurationVar(&grace, "grace", blobstorage.DefaultGrace, "how old a leftover (crashed save, unreferenced shared file, incomplete upload) must be before it is deleted")
 	cmd.Flags().IntVar(&keep, "keep", blobstorage.DefaultKeep, "completed checkpoints to keep")
 	return cmd
+}
+
+// describeReason says a GC reason in words, naming the flag that sets
+// what it depends on.
+func describeReason(r blobstorage.Reason) string {
+	text := r.Describe()
+	switch r {
+	case blobstorage.KeepNewest, blobstorage.DropOld:
+		text = strings.Replace(text, "(Options.Keep)", "(--keep)", 1)
+	}
+	return text
 }

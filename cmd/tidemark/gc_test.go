@@ -115,6 +115,11 @@ func TestGCDryRunListsEveryKeyWithItsReason(t *testing.T) {
 		if !strings.Contains(text, "would delete "+d.Key+" (") {
 			t.Fatalf("the text dry run does not list %s:\n%s", d.Key, text)
 		}
+		// JSON carries the reason's code, the text its description.
+		r := blobstorage.Reason(d.Reason)
+		if strings.ContainsAny(d.Reason, " :") || r.Describe() == d.Reason || !strings.Contains(text, describeReason(r)) {
+			t.Fatalf("deletion reason %q: want a code in JSON, described in the text:\n%s", d.Reason, text)
+		}
 	}
 	bs := openURL(t, store)
 	for _, d := range dry.Report.Deletions {

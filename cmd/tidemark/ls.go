@@ -49,6 +49,9 @@ type savepointInfo struct {
 	Error    string    `json:"error,omitempty"` // a manifest that could not be read
 	Modified time.Time `json:"modified"`
 	Age      string    `json:"age"`
+	// EncryptionKeyID is the key id its manifest records for its
+	// content (client-side encryption), if any.
+	EncryptionKeyID string `json:"encryption_key_id,omitempty"`
 }
 
 // describe summarizes the record of id; a record that cannot be read is
@@ -146,7 +149,7 @@ func listSavepoints(ctx context.Context, bs blobstore.Blobstore, now time.Time) 
 	out := []savepointInfo{}
 	for _, l := range labels {
 		info, err := savepoint.Stat(ctx, bs, l)
-		sp := savepointInfo{Label: l, Size: info.Bytes, Format: info.Format.String()}
+		sp := savepointInfo{Label: l, Size: info.Bytes, Format: info.Format.String(), EncryptionKeyID: info.EncryptionKeyID}
 		if errors.Is(err, archive.ErrCorrupt) { // listed, and said so
 			sp.Format, sp.Error = savepoint.FormatManifest.String(), err.Error()
 			info.ModTime = time.Time{}

@@ -14,10 +14,11 @@ import (
 	"time"
 )
 
-// readmeFamilies returns the metric families the README's table documents.
-func readmeFamilies(t *testing.T) []string {
+// documentedFamilies returns the metric families docs/metrics.md's table
+// documents.
+func documentedFamilies(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open("../../README.md")
+	f, err := os.Open("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,12 +32,12 @@ func readmeFamilies(t *testing.T) []string {
 		}
 	}
 	if len(names) < 10 {
-		t.Fatalf("the README documents %d metric families: the table is missing", len(names))
+		t.Fatalf("docs/metrics.md documents %d metric families: the table is missing", len(names))
 	}
 	return names
 }
 
-// A running demo serves every family the README documents at
+// A running demo serves every family docs/metrics.md documents at
 // --metrics-addr, with non-zero values where a checkpoint implies them.
 // The demo's checkpoints are two-phase (its sink): each is two saves, the
 // prepared record and its completion, so two checkpoints are four.
@@ -51,12 +52,12 @@ func TestDemoServesTheDocumentedMetrics(t *testing.T) {
 	body := scrapeUntil(t, addr, "two checkpoints", done, func(b string) bool {
 		return metricValue(b, "tidemark_checkpoint_save_duration_seconds_count") >= 4
 	})
-	for _, name := range readmeFamilies(t) {
+	for _, name := range documentedFamilies(t) {
 		if strings.HasPrefix(name, "tidemark_replication_") {
 			continue // tidemark replicate's (TestReplicateServesTheDocumentedMetrics)
 		}
 		if !strings.Contains(body, "\n"+name) && !strings.Contains(body, "# TYPE "+name+" ") {
-			t.Errorf("family %s (in the README) is not served", name)
+			t.Errorf("family %s (in docs/metrics.md) is not served", name)
 		}
 	}
 	wantPositive(t, body, "after two checkpoints",

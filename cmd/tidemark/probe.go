@@ -137,6 +137,10 @@ the probe could not run (endpoint unreachable, access denied, missing bucket).`,
 			case errors.Is(err, s3store.ErrConditionsIgnored):
 				res.ConditionalWrites, res.Error = condIgnored, err.Error()
 				err = fmt.Errorf("%w: %w", errVerify, err)
+			case errors.Is(err, blobstore.ErrSSENotApplied):
+				// The conditions held; the encryption asked for did not.
+				res.ConditionalWrites, res.Error = condEnforced, err.Error()
+				err = fmt.Errorf("%w: %w", errVerify, err)
 			case err != nil:
 				return err // no verdict: the probe could not run
 			case res.Probed:
@@ -145,14 +149,14 @@ the probe could not run (endpoint unreachable, access denied, missing bucket).`,
 				res.ConditionalWrites, res.OK = condLocal, true
 			}
 			a.emit(res, func(w io.Writer) {
-				switch res.ConditionalWrites {
-				case condEnforced:
+				switch {
+				case res.Error != "":
+					fmt.Fprintf(w, "FAILED: %s\n", res.Error)
+				case res.ConditionalWrites == condEnforced:
 					fmt.Fprintln(w, "ok: conditional writes enforced (If-None-Match, If-Match)")
 					printFindings(w, res.Findings)
-				case condLocal:
-					fmt.Fprintf(w, "ok: %s has no endpoint to probe: its conditional writes are local and always enforced\n", schemeOf(storeURL))
 				default:
-					fmt.Fprintf(w, "FAILED: %s\n", res.Error)
+					fmt.Fprintf(w, "ok: %s has no endpoint to probe: its conditional writes are local and always enforced\n", schemeOf(storeURL))
 				}
 			})
 			return err

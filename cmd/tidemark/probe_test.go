@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
+	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/s3store"
 )
 
@@ -159,4 +160,27 @@ func TestCommandsThatTakeTheWriterRoleRunOnAnEndpointThatEnforcesConditions(t *t
 		t.Fatalf("demo printed %q", out)
 	}
 	must(t, store+"?marked", "gc", "--confirm", "--keep", "1")
+}
+
+// On versitygw, which stores an object asked to be encrypted (sse=AES256)
+// in the clear and answers 200, probe fails with exit 3 naming the
+// setting (Storage.Acquire runs the same probe, so the writer commands
+// refuse the store alike).
+func TestProbeExitsThreeWhenTheEndpointIgnoresSSE(t *testing.T) {
+	srv := miniotest.SharedVersity(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	q := url.Values{"endpoint": {srv.Endpoint}, "path_style": {"true"}, "sse": {"AES256"}}
+	store := "s3://" + srv.NewBucket(t) + "/job?" + q.Encode()
+	const why = "this endpoint does not apply the server-side encryption configured"
+	out, errOut, code := tm(t, store, "probe")
+	if code != exitVerify || !strings.HasPrefix(out, "FAILED: "+why) || !strings.Contains(out, "AES256") {
+		t.Fatalf("probe with sse=AES256 on versitygw: exit %d, want %d\nstdout: %s\nstderr: %s", code, exitVerify, out, errOut)
+	}
+	var res probeResult
+	out, _, _ = tm(t, store, "probe", "--output", "json")
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OK || res.ConditionalWrites != condEnforced || !strings.HasPrefix(res.Error, why) {
+		t.Fatalf("probe --output json: %+v, %v", res, err)
+	}
 }

@@ -51,7 +51,7 @@ func TestGCAndVerifyOfRemoteModeStore(t *testing.T) {
 		t.Fatalf("gc --dry-run lists %d remote objects of the fenced writer (report: %d): %+v", listed, dry.Report.RemoteObjects, dry.Report.Deletions)
 	}
 	text := must(t, store, "gc", "--dry-run", "--keep", "1", "--grace", "10ms")
-	if !strings.Contains(text, string(blobstorage.DropRemoteUnreferenced)) {
+	if !strings.Contains(text, blobstorage.DropRemoteUnreferenced.Describe()) {
 		t.Errorf("gc --dry-run text names no remote deletion:\n%s", text)
 	}
 

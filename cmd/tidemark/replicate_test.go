@@ -82,7 +82,7 @@ func TestReplicateUsage(t *testing.T) {
 	}
 }
 
-// A running replicate serves every replication family the README
+// A running replicate serves every replication family docs/metrics.md
 // documents at --metrics-addr, with what it copied, and a SIGTERM stops
 // it with exit 0.
 func TestReplicateServesTheDocumentedMetrics(t *testing.T) {
@@ -99,9 +99,9 @@ func TestReplicateServesTheDocumentedMetrics(t *testing.T) {
 		return metricValue(b, "tidemark_replication_checkpoint_duration_seconds_count") >= 1 &&
 			metricValue(b, "tidemark_replication_recovery_point_seconds") == 0
 	})
-	for _, name := range readmeFamilies(t) {
+	for _, name := range documentedFamilies(t) {
 		if strings.HasPrefix(name, "tidemark_replication_") && !strings.Contains(body, "\n"+name) && !strings.Contains(body, "# TYPE "+name+" ") {
-			t.Errorf("family %s (in the README) is not served", name)
+			t.Errorf("family %s (in docs/metrics.md) is not served", name)
 		}
 	}
 	wantPositive(t, body, "after a checkpoint copied",

@@ -30,9 +30,26 @@ func (a *app) savepointLsCmd() *cobra.Command {
 					fmt.Fprintln(w, "no savepoints")
 					return
 				}
-				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SAVEPOINT\tSIZE\tAGE\tMODIFIED")
+				// A KEY ID column only where a savepoint is encrypted.
+				keys := false
 				for _, sp := range sps {
+					keys = keys || sp.EncryptionKeyID != ""
+				}
+				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+				if keys {
+					fmt.Fprintln(tw, "SAVEPOINT\tSIZE\tAGE\tMODIFIED\tKEY ID")
+				} else {
+					fmt.Fprintln(tw, "SAVEPOINT\tSIZE\tAGE\tMODIFIED")
+				}
+				for _, sp := range sps {
+					if keys {
+						id := sp.EncryptionKeyID
+						if id == "" {
+							id = "-"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", sp.Label, humanBytes(sp.Size), sp.Age, sp.Modified.Format(time.RFC3339), id)
+						continue
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sp.Label, humanBytes(sp.Size), sp.Age, sp.Modified.Format(time.RFC3339))
 				}
 				tw.Flush()

@@ -98,11 +98,15 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 			for k, v := range rec.Operators {
 				operators[k] = string(v)
 			}
-			a.emit(map[string]any{
+			doc := map[string]any{
 				"checkpoint": ci, "txn_id": rec.TxnID, "offsets": offsets,
 				"operators": operators, "state_dirs": rec.StateDirs, "files": rec.Files,
 				"workers": rec.Workers, "remote": rec.Remote,
-			}, func(w io.Writer) {
+			}
+			if rec.EncryptionKeyID != "" {
+				doc["encryption_key_id"] = rec.EncryptionKeyID
+			}
+			a.emit(doc, func(w io.Writer) {
 				fmt.Fprintf(w, "checkpoint  %s\nstatus      %s\ntimestamp   %s (%s ago)\nepoch       %d\ntxn id      %s\n",
 					ci.ID, ci.Status, ci.Timestamp.Format(time.RFC3339), ci.Age, ci.Epoch, rec.TxnID)
 				fmt.Fprintf(w, "offsets     %s\n", rec.Offsets())
@@ -110,6 +114,9 @@ size, SHA-256 and the key that holds it. ID may be "latest" or "latest-completed
 					fmt.Fprintf(w, "operator    %s = %s\n", k, operators[k])
 				}
 				fmt.Fprintf(w, "state       %s, %s (%s new in this checkpoint)\n", plural(ci.Files, "file"), humanBytes(ci.Size), humanBytes(ci.New))
+				if rec.EncryptionKeyID != "" {
+					fmt.Fprintf(w, "encryption  client-side, key id %s (restoring needs that key)\n", rec.EncryptionKeyID)
+				}
 				if len(rec.Workers) > 0 {
 					fmt.Fprintf(w, "workers     %s\n", describeWorkers(rec.Workers))
 				}

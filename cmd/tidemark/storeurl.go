@@ -48,7 +48,7 @@ func openStoreURL(ctx context.Context, typed, opened string) (blobstore.Blobstor
 }
 
 // cliSchemes are the store schemes the CLI supports and documents (--help,
-// README): the persistent ones. Any other scheme is refused, registered
+// docs/s3.md): the persistent ones. Any other scheme is refused, registered
 // or not: mem:// (which the binary does not import) would forget
 // everything when the command exits, so what the CLI lists is what it
 // opens.

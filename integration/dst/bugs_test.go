@@ -11,14 +11,6 @@ import (
 
 var bugSeeds = flag.Int("bug-seeds", 60, "how many seeds TestBugs tries per deliberate bug")
 
-// knownSeeds are seeds that caught a rare deliberate bug, tried before the
-// search from seed 1, so that TestBugs keeps catching it within budget.
-// gc-without-grace: 2 of the first 260 seeds caught it before the
-// simulated disk changed every run (35, 153), 1 of the first 900 since.
-var knownSeeds = map[simbug.Bug][]uint64{
-	simbug.NoGrace: {482},
-}
-
 // TestBugs switches on each deliberate bug (internal/simbug) and runs
 // seeds from 1 until one breaks an invariant: each must be caught, and
 // the count is the table in docs/simulation.md.
@@ -31,16 +23,6 @@ func TestBugs(t *testing.T) {
 		t.Run(string(bug), func(t *testing.T) {
 			simbug.Active = bug
 			defer func() { simbug.Active = "" }()
-			for _, seed := range knownSeeds[bug] {
-				res := runSeed(t, seed, false)
-				if len(res.Violations) > 0 {
-					row := fmt.Sprintf("| %s | known seed | %d | %s |", bug, seed, firstLine(res.Violations[0]))
-					table = append(table, row)
-					t.Logf("caught by known seed %d: %s", seed, res.Violations[0])
-					return
-				}
-				t.Logf("known seed %d no longer catches it: searching from seed 1", seed)
-			}
 			for seed := uint64(1); seed <= uint64(*bugSeeds); seed++ {
 				res := runSeed(t, seed, false)
 				if len(res.Violations) > 0 {

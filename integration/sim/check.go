@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -174,7 +175,7 @@ func (c *checker) checkPinsLocked(ev Event, now time.Time) {
 	}
 	for _, pin := range c.w.store.Keys(pinsDir) {
 		at, ok := c.pins[pin]
-		if !ok || !at.Before(seen) || now.Sub(at) >= pinTTL {
+		if !ok || !at.Before(seen) || now.Sub(at) >= c.w.pinLife() {
 			continue
 		}
 		id, _, _ := strings.Cut(strings.TrimPrefix(pin, pinsDir), "/")
@@ -232,16 +233,31 @@ func (c *checker) checkWholeLocked(proc, id string) {
 	}
 }
 
-// checkNamedFileLocked fails the delete of a file of the checkpoint
-// _latest-completed names.
+// checkNamedFileLocked fails the delete of a file of a checkpoint
+// retention keeps: the one _latest names, and the keep newest completed
+// checkpoints a pointer has named, up to the one _latest-completed names,
+// while their records are there. Such a checkpoint must stay whole
+// whoever deletes and whatever the deleting run saw.
 func (c *checker) checkNamedFileLocked(ev Event) {
-	id := c.last[keyCompleted].ID
-	if id == "" {
-		return
+	if strings.HasSuffix(ev.Key, "/checkpoint.json") {
+		return // records: checkRetentionLocked
 	}
-	for _, k := range c.recordFiles(id) {
-		if k == ev.Key {
-			c.w.Violation("%s deleted %s, a file of %s, which _latest-completed names", ev.Proc, ev.Key, id)
+	upTo := c.last[keyCompleted].ID
+	var completed []string // named and completed, newest first
+	keys := c.w.store.Keys(jobPfx + "/checkpoints/")
+	for i := len(keys) - 1; i >= 0; i-- {
+		id, rest, _ := strings.Cut(strings.TrimPrefix(keys[i], jobPfx+"/checkpoints/"), "/")
+		if rest == "checkpoint.json" && c.named[id] && id <= upTo && len(completed) < keep {
+			completed = append(completed, id)
+		}
+	}
+	retained := completed
+	if id := c.last[keyLatest].ID; id != "" && !slices.Contains(retained, id) {
+		retained = append(retained, id)
+	}
+	for _, id := range retained {
+		if slices.Contains(c.recordFiles(id), ev.Key) {
+			c.w.Violation("%s deleted %s, a file of %s, which retention keeps (_latest-completed %s, _latest %s)", ev.Proc, ev.Key, id, upTo, c.last[keyLatest].ID)
 			return
 		}
 	}

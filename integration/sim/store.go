@@ -131,6 +131,10 @@ type Store struct {
 	// MultipartSize is the size from which a Put is a multipart upload
 	// (a crash during it leaves an incomplete upload). Default 1 KiB.
 	MultipartSize int64
+	// Behind is how far the store's clock runs behind the hosts': the
+	// LastModified it stamps looks that much older to a GC run's clock,
+	// the skew --grace must exceed (docs/gc.md).
+	Behind time.Duration
 
 	mu      sync.Mutex
 	objects map[string]object
@@ -144,6 +148,9 @@ var (
 	_ blobstore.UploadAborter = (*Store)(nil)
 	_ blobstore.Prober        = (*Store)(nil)
 )
+
+// clock is the store's time, which stamps LastModified.
+func (s *Store) clock() time.Time { return time.Now().Add(-s.Behind) }
 
 // NewStore returns an empty store whose calls pass through gate (nil: no
 // scheduling, no faults).
@@ -251,7 +258,7 @@ func (s *Store) put(ctx context.Context, op, key, match string, r io.Reader, con
 	if f.Kind == Crash && !applies && int64(len(data)) >= s.MultipartSize {
 		// The process died mid-upload: the multipart upload stays
 		// pending, invisible, until someone aborts it.
-		s.uploads[key] = append(s.uploads[key], time.Now())
+		s.uploads[key] = append(s.uploads[key], s.clock())
 	}
 	if !applies {
 		ev.Err = fmt.Errorf("sim: %s %q: %w", op, key, ferr)
@@ -268,7 +275,7 @@ func (s *Store) put(ctx context.Context, op, key, match string, r io.Reader, con
 	s.version++
 	etag := `"` + strconv.FormatUint(s.version, 10) + `"`
 	s.remember(key, cur, ok)
-	s.objects[key] = object{data: data, etag: etag, modTime: time.Now()}
+	s.objects[key] = object{data: data, etag: etag, modTime: s.clock()}
 	ev.Applied, ev.ETag, ev.Body = true, etag, small(data)
 	if ok {
 		ev.Prev = small(cur.data)
@@ -556,7 +563,7 @@ func (s *Store) AbortIncompleteUploads(ctx context.Context, prefix string, older
 	n := 0
 	if applies {
 		s.mu.Lock()
-		now := time.Now()
+		now := s.clock()
 		for k, starts := range s.uploads {
 			if !strings.HasPrefix(k, prefix) {
 				continue

@@ -148,6 +148,9 @@ func Run(cfg Config) Result {
 	sched := NewScheduler(cfg.Seed, cfg.Rates)
 	sched.Keep = cfg.KeepTrace
 	store := NewStore(sched)
+	// The store's clock runs up to 30 s behind the hosts' (its own
+	// stream of the seed, so the rest of the run draws as before).
+	store.Behind = time.Duration(rand.New(rand.NewPCG(cfg.Seed, 9)).IntN(31)) * time.Second
 	job, _ := blobstore.WithPrefix(store, jobPfx)
 	sinkBS, _ := blobstore.WithPrefix(store, sinkPx)
 	w := &World{

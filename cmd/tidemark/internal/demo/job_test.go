@@ -12,8 +12,8 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 	"github.com/tidemark-io/tidemark/filestore"
-	"github.com/tidemark-io/tidemark/internal/demofault"
 )
 
 // node is one machine running the job: its own empty local directory and

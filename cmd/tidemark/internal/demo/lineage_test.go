@@ -9,7 +9,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // savepointOf creates savepoint label of the latest completed checkpoint
@@ -61,7 +61,7 @@ func crashMidWay(t *testing.T, bs blobstore.Blobstore, at uint64) {
 	}
 }
 
-// The README's rollback: crash, savepoint, complete, restore the
+// The rollback of docs/cli.md's CLI block: crash, savepoint, complete, restore the
 // savepoint on the same store, run again (twice).
 func TestRunRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
 	bs := fileStore(t)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // loop is the part of a job both shapes run alike (Run in one process,

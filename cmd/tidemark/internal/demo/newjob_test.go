@@ -8,7 +8,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // newJobFrom copies savepoint label of store from onto store to, which

@@ -9,7 +9,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // remoteNode is node with the state in remote mode (mode "all" or

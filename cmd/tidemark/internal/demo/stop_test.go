@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // stopAt returns a Stop channel and a Progress that closes it once n

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 	"github.com/tidemark-io/tidemark/state"
 )
 

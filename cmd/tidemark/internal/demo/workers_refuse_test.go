@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstore"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // A worker that connects with a slot out of range is refused with a

@@ -13,7 +13,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
 )
 
 // These tests force the timings of the zombie scenario: node A is cut

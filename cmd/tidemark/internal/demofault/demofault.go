@@ -1,7 +1,7 @@
 // Package demofault carries the demo job's fault injection — slowing it
 // down, crashing it at a record, halting it at a protocol step — from the
 // CLI and the tests to demo.Run, so that these seams stay out of the
-// demo's public Config. Only this module can import it.
+// demo's public Config. Only the CLI (cmd/tidemark) can import it.
 package demofault
 
 import (
