@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/tidemark-io/tidemark/internal/localfs"
 )
 
 // Restore writes each file it downloads with direct I/O (O_DIRECT) where
@@ -54,8 +56,16 @@ var directBufs = sync.Pool{New: func() any {
 // createRestored creates dst, which must not exist, for a restored file's
 // bytes: with O_DIRECT if direct and openDirect supports it. The writer
 // it returns is the file or, for a direct one, a directFile wrapping it;
-// the *os.File is for Sync and Close.
-func createRestored(dst string, direct bool) (io.Writer, *os.File, error) {
+// the File is for Sync and Close. Direct I/O is for the OS's file system
+// only: another FS (the simulation's disk) gets plain writes.
+func createRestored(fsys localfs.FS, dst string, direct bool) (io.Writer, localfs.File, error) {
+	if !localfs.IsOS(fsys) {
+		fh, err := fsys.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil, nil, err
+		}
+		return fh, fh, nil
+	}
 	if direct {
 		if fh, err := openDirect(dst); err == nil {
 			return &directFile{f: fh, direct: true}, fh, nil

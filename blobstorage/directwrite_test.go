@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 )
 
 // payload returns n pseudo-random bytes, different for each seed.
@@ -67,7 +68,7 @@ func TestRestoreIsByteExactAtEverySizeAroundTheBlocksAndTheBuffer(t *testing.T) 
 // with direct false it is not.
 func TestCreateRestoredWritesDirectlyWhereTheFilesystemAllows(t *testing.T) {
 	dir := t.TempDir()
-	w, fh, err := createRestored(filepath.Join(dir, "a"), true)
+	w, fh, err := createRestored(localfs.OS{}, filepath.Join(dir, "a"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestCreateRestoredWritesDirectlyWhereTheFilesystemAllows(t *testing.T) {
 	if _, ok := w.(*directFile); ok != (perr == nil) {
 		t.Fatalf("createRestored direct: %v; the filesystem takes O_DIRECT: %v (%v)", ok, perr == nil, perr)
 	}
-	w2, fh2, err := createRestored(filepath.Join(dir, "b"), false)
+	w2, fh2, err := createRestored(localfs.OS{}, filepath.Join(dir, "b"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestCreateRestoredWritesDirectlyWhereTheFilesystemAllows(t *testing.T) {
 	if _, ok := w2.(*directFile); ok {
 		t.Fatal("createRestored with direct false returned a direct file")
 	}
-	if _, _, err := createRestored(filepath.Join(dir, "a"), true); !os.IsExist(err) {
+	if _, _, err := createRestored(localfs.OS{}, filepath.Join(dir, "a"), true); !os.IsExist(err) {
 		t.Fatalf("createRestored of an existing file: %v, want it to exist already", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
-	"github.com/tidemark-io/tidemark/internal/fsync"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
@@ -85,8 +85,9 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	dst := s.StateDir(id)
-	if _, err := os.Lstat(dst); err == nil {
-		switch serr := checkSizes(dst, rec); {
+	fsys := s.opts.FS
+	if _, err := fsys.Lstat(dst); err == nil {
+		switch serr := checkSizes(fsys, dst, rec); {
 		case serr != nil:
 			// Not this record's state: the leftover of a checkpoint this
 			// node took under the same id but never persisted (a writer
@@ -95,13 +96,14 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 			// worth nothing: restore afresh.
 			s.opts.Logger.Info("blobstorage: restore: the local state directory does not match the record; restoring afresh",
 				"id", id, "dir", dst, "why", serr.Error())
-		case checkDigests(dst, rec) == nil:
+		case simbug.On(simbug.TrustUnmarked) && !hasBootMarker(fsys, dst),
+			checkDigests(fsys, dst, rec) == nil:
 			// Every digest holds: this record's state. Equal sizes are
 			// not enough: a fenced writer's leftover of the same id can
 			// match them byte count for byte count. Read back after a
 			// reboot, the files are on disk: the marker can go.
-			if unsyncedSinceReboot(dst) {
-				if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if unsyncedSinceReboot(fsys, dst) {
+				if err := fsys.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 				}
 			}
@@ -111,28 +113,28 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 			s.opts.Logger.Info("blobstorage: restore: the local state directory does not match the record's digests; restoring afresh",
 				"id", id, "dir", dst)
 		}
-		if err := os.RemoveAll(dst); err != nil {
+		if err := fsys.RemoveAll(dst); err != nil {
 			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 		}
-		if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
-	boot := bootID() // "" where there is none: then every file is fsynced
-	if err := os.MkdirAll(s.localDir, 0o755); err != nil {
+	boot := fsys.BootID() // "" where there is none: then every file is fsynced
+	if err := fsys.MkdirAll(s.localDir, 0o755); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	// The temporary name starts with '.' and contains ".tmp-", the
 	// pattern checkpoint.FileStorage.SweepOrphans removes after a crash.
-	tmp, err := os.MkdirTemp(s.localDir, checkpoint.TempPattern(checkpoint.StateDirName(id)))
+	tmp, err := fsys.MkdirTemp(s.localDir, checkpoint.TempPattern(checkpoint.StateDirName(id)))
 	if err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(tmp)
+			_ = fsys.RemoveAll(tmp)
 		}
 	}()
 	if err := s.download(ctx, tmp, rec, boot == ""); err != nil {
@@ -148,20 +150,20 @@ func (s *Storage) restore(ctx context.Context, id string, owners []string, all b
 	// tree is durable; the parent after it, so that the rename is. The
 	// files' data is not (see unsynced.go): the marker saying so is
 	// durable before the rename.
-	if err := fsync.Tree(tmp); err != nil {
+	if err := fsys.SyncTree(tmp); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	if boot != "" {
-		if err := writeBootMarker(dst, boot); err != nil {
+		if err := writeBootMarker(fsys, dst, boot); err != nil {
 			return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 		}
-	} else if err := os.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	} else if err := fsys.Remove(bootMarker(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := fsys.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
-	if err := fsync.Dir(s.localDir); err != nil {
+	if err := fsys.SyncDir(s.localDir); err != nil {
 		return fmt.Errorf("blobstorage: restore %q: %w", id, err)
 	}
 	s.seedCache(dst, rec)
@@ -196,7 +198,7 @@ func localPath(root string, rec *Record, owner string, f FileRef) string {
 // download fetches every file of rec under root, verifying each.
 func (s *Storage) download(ctx context.Context, root string, rec *Record, syncFiles bool) error {
 	for _, rel := range rec.StateDirs {
-		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(rel)), 0o755); err != nil {
+		if err := s.opts.FS.MkdirAll(filepath.Join(root, filepath.FromSlash(rel)), 0o755); err != nil {
 			return err
 		}
 	}
@@ -220,10 +222,10 @@ func (s *Storage) download(ctx context.Context, root string, rec *Record, syncFi
 // as it streams, with direct I/O where it can (directwrite.go), and
 // fsyncs it if syncFile (see unsynced.go).
 func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncFile bool) (err error) {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := s.opts.FS.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	w, fh, err := createRestored(dst, !s.opts.BufferedRestore)
+	w, fh, err := createRestored(s.opts.FS, dst, !s.opts.BufferedRestore)
 	if err != nil {
 		return err
 	}
@@ -317,10 +319,10 @@ func (s *Storage) verifyObject(ctx context.Context, f FileRef) error {
 
 // checkSizes reports whether every file of rec exists under root with the
 // recorded size (a cheap check of a state directory already present).
-func checkSizes(root string, rec *Record) error {
+func checkSizes(fsys localfs.FS, root string, rec *Record) error {
 	for owner, files := range rec.Files {
 		for _, f := range files {
-			fi, err := os.Lstat(localPath(root, rec, owner, f))
+			fi, err := fsys.Lstat(localPath(root, rec, owner, f))
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 	"github.com/tidemark-io/tidemark/internal/pebblefile"
 )
 
@@ -72,6 +73,13 @@ type Options struct {
 	// Pebble table and blob file names (digits, then ".sst" or ".blob"),
 	// the rule state.Classify applies.
 	Classify func(relPath string) bool
+	// FS is the file system Restore writes state directories to (with
+	// their boot markers) and RemoveStateDir removes them from. Save
+	// reads state directories with package os, so FS must write through
+	// to files the OS sees. Default: the OS's (localfs.OS); the
+	// deterministic simulation passes a disk that fills up and loses
+	// unsynced writes in a machine crash.
+	FS localfs.FS
 }
 
 func (o Options) withDefaults() Options {
@@ -100,6 +108,7 @@ func (o Options) withDefaults() Options {
 	if o.Classify == nil {
 		o.Classify = pebblefile.Immutable
 	}
+	o.FS = localfs.Default(o.FS)
 	return o
 }
 
@@ -270,14 +279,71 @@ func (s *Storage) RemoveStateDir(id string) error {
 		return fmt.Errorf("blobstorage: remove state dir: %w", err)
 	}
 	dir := s.StateDir(id)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.opts.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("blobstorage: remove state dir %q: %w", id, err)
 	}
-	if err := os.Remove(bootMarker(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.opts.FS.Remove(bootMarker(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("blobstorage: remove state dir %q: %w", id, err)
 	}
 	return nil
 }
+
+// PruneLocal removes from the local directory every state directory but
+// keep's (keep "" keeps none), with what Restore keeps beside one (its
+// boot marker), and what a crash left of a Restore: its temporary
+// directories and boot markers, and markers whose directory is gone. A
+// partly downloaded state is as large as the state: a process that
+// crashes while restoring, again and again, fills its disk unless
+// something removes them. Call it when no Restore of this local directory
+// runs, as a job does at start once it has restored what it resumes
+// from. The store is not touched; entries of other names are left alone.
+func (s *Storage) PruneLocal(keep string) error {
+	if keep != "" {
+		if err := checkpoint.ValidateID(keep); err != nil {
+			return fmt.Errorf("blobstorage: prune local: %w", err)
+		}
+	}
+	ents, err := s.opts.FS.ReadDir(s.localDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("blobstorage: prune local: %w", err)
+	}
+	keepDir := ""
+	if keep != "" {
+		keepDir = filepath.Base(s.StateDir(keep))
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !isLocalLeftover(name) || keepDir != "" && (name == keepDir || name == bootMarker(keepDir)) {
+			continue
+		}
+		if err := s.opts.FS.RemoveAll(filepath.Join(s.localDir, name)); err != nil {
+			return fmt.Errorf("blobstorage: prune local: %w", err)
+		}
+	}
+	return s.opts.FS.SyncDir(s.localDir)
+}
+
+// isLocalLeftover reports whether name, an entry of the local directory,
+// is one PruneLocal may remove: <id>.state, <id>.state.boot, or a
+// temporary name of either (".<id>.state.tmp-…", ".<id>.state.boot.tmp-…").
+func isLocalLeftover(name string) bool {
+	if tmp, ok := strings.CutPrefix(name, "."); ok {
+		i := strings.Index(tmp, ".tmp-")
+		if i < 0 {
+			return false
+		}
+		name = tmp[:i]
+	}
+	name = strings.TrimSuffix(name, bootMarker(""))
+	id, ok := strings.CutSuffix(name, strings.TrimPrefix(checkpoint.StateDirName(stateDirProbeID), stateDirProbeID))
+	return ok && checkpoint.ValidateID(id) == nil
+}
+
+// stateDirProbeID is a valid id, for the suffix StateDirName adds.
+const stateDirProbeID = "ckpt-00000000000000000000"
 
 // Epoch returns the writer epoch taken by the last Acquire, or 0.
 func (s *Storage) Epoch() uint64 {

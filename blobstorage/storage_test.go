@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 )
 
 var c1Files = stateFiles{
@@ -518,7 +519,7 @@ func TestBlobStorageLoadReadsEachObjectOnce(t *testing.T) {
 // trusted only once its digests hold, and restored afresh when one does
 // not.
 func TestRestoreWrittenUnsyncedIsVerifiedAfterAReboot(t *testing.T) {
-	if bootID() == "" {
+	if (localfs.OS{}).BootID() == "" {
 		t.Skip("SKIPPED: no boot id on this OS; restores fsync every file there")
 	}
 	bs := newMem()
@@ -530,7 +531,7 @@ func TestRestoreWrittenUnsyncedIsVerifiedAfterAReboot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := node.StateDir(id)
-	if b, err := os.ReadFile(bootMarker(dst)); err != nil || strings.TrimSpace(string(b)) != bootID() {
+	if b, err := os.ReadFile(bootMarker(dst)); err != nil || strings.TrimSpace(string(b)) != (localfs.OS{}).BootID() {
 		t.Fatalf("marker %q, %v: want this boot's id", b, err)
 	}
 	// The machine restarted, and an unsynced file lost its data.

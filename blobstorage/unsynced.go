@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 )
 
 // Restore writes its files without fsyncing them one by one: the per-file
@@ -30,26 +30,14 @@ import (
 // afresh when it does not match. Where there is no boot id to read (not
 // Linux), every file is fsynced as before.
 
-// bootIDPath is where Linux says which boot this is.
-const bootIDPath = "/proc/sys/kernel/random/boot_id"
-
-// bootID returns the current boot's id, or "" where the OS has none.
-func bootID() string {
-	b, err := os.ReadFile(bootIDPath)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // bootMarker returns the path of the marker of state directory dst.
 func bootMarker(dst string) string { return dst + ".boot" }
 
 // writeBootMarker durably records that the files under dst were written,
 // unsynced, during boot id.
-func writeBootMarker(dst, id string) error {
+func writeBootMarker(fsys localfs.FS, dst, id string) error {
 	dir, name := filepath.Split(bootMarker(dst))
-	f, err := os.CreateTemp(dir, checkpoint.TempPattern(name))
+	f, err := fsys.CreateTemp(dir, checkpoint.TempPattern(name))
 	if err != nil {
 		return err
 	}
@@ -62,10 +50,10 @@ func writeBootMarker(dst, id string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, bootMarker(dst))
+		err = fsys.Rename(tmp, bootMarker(dst))
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 	}
 	return err
 }
@@ -73,25 +61,32 @@ func writeBootMarker(dst, id string) error {
 // unsyncedSinceReboot reports whether the files under dst were written
 // unsynced during another boot than this one (or the marker cannot be
 // read), so that they may have lost data.
-func unsyncedSinceReboot(dst string) bool {
-	b, err := os.ReadFile(bootMarker(dst))
+func unsyncedSinceReboot(fsys localfs.FS, dst string) bool {
+	b, err := fsys.ReadFile(bootMarker(dst))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false // fsynced when written (by Pebble, or per file)
 	}
 	if err != nil {
 		return true
 	}
-	now := bootID()
+	now := fsys.BootID()
 	return now == "" || strings.TrimSpace(string(b)) != now
+}
+
+// hasBootMarker reports whether dst has a boot marker (for a deliberate
+// bug of the simulation: see simbug.TrustUnmarked).
+func hasBootMarker(fsys localfs.FS, dst string) bool {
+	_, err := fsys.Lstat(bootMarker(dst))
+	return err == nil
 }
 
 // checkDigests verifies every file of rec under root against its size and
 // SHA-256 (a state directory whose unsynced writes a machine crash may
 // have lost).
-func checkDigests(root string, rec *Record) error {
+func checkDigests(fsys localfs.FS, root string, rec *Record) error {
 	for owner, files := range rec.Files {
 		for _, f := range files {
-			if err := checkFileDigest(localPath(root, rec, owner, f), f); err != nil {
+			if err := checkFileDigest(fsys, localPath(root, rec, owner, f), f); err != nil {
 				return fmt.Errorf("owner %q file %s: %w", owner, f.Path, err)
 			}
 		}
@@ -99,8 +94,8 @@ func checkDigests(root string, rec *Record) error {
 	return nil
 }
 
-func checkFileDigest(p string, f FileRef) error {
-	fh, err := os.Open(p)
+func checkFileDigest(fsys localfs.FS, p string, f FileRef) error {
+	fh, err := fsys.Open(p)
 	if err != nil {
 		return err
 	}

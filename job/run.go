@@ -53,6 +53,12 @@ type stateDirRemover interface {
 	RemoveStateDir(id string) error
 }
 
+// localPruner is a Storage that prunes its local directory itself,
+// crashed restores' leftovers included (blobstorage.Storage.PruneLocal).
+type localPruner interface {
+	PruneLocal(keep string) error
+}
+
 // runner is the state of one run.
 type runner struct {
 	cfg Config
@@ -341,6 +347,12 @@ func (r *runner) removeStateDir(id string) error {
 // working copies, every one but keep's: older ones a crash kept from
 // pruning, and newer ones of checkpoints never persisted.
 func (r *runner) pruneLocal(keep string) error {
+	if p, ok := r.cfg.Storage.(localPruner); ok {
+		if err := p.PruneLocal(keep); err != nil {
+			return fmt.Errorf("job: prune local state: %w", err)
+		}
+		return nil
+	}
 	if _, ok := r.cfg.Storage.(stateDirRemover); !ok {
 		return nil
 	}

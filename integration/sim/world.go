@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/internal/localfs"
 	"github.com/tidemark-io/tidemark/internal/simbug"
 )
 
@@ -91,6 +93,9 @@ type World struct {
 	history    *History
 	restartReq chan string
 	rng        *rand.Rand // the supervisor's
+	hosts      []*Disk    // the writers' disks (not in runtime mode)
+	diskRng    *rand.Rand // which host, which crash
+	lastHost   *Disk      // the host the last writer started on
 }
 
 // proc is a simulated process.
@@ -99,6 +104,25 @@ type proc struct {
 	cancel context.CancelFunc
 	dir    string
 	writer bool
+	host   *Disk   // the writer's host, nil where the process has the OS's disk
+	fs     stateFS // its local file system
+}
+
+// stateFS is what a writer writes its state directories with: the
+// localfs.FS blobstorage restores through, and what the world's own
+// state directories need besides.
+type stateFS interface {
+	localfs.FS
+	Link(oldname, newname string) error
+	WriteFile(name string, b []byte, perm fs.FileMode) error
+}
+
+// osFS is the OS's file system as a stateFS.
+type osFS struct{ localfs.OS }
+
+func (osFS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
+func (osFS) WriteFile(name string, b []byte, perm fs.FileMode) error {
+	return os.WriteFile(name, b, perm)
 }
 
 // Violation records a broken invariant.
@@ -132,6 +156,7 @@ func Run(cfg Config) Result {
 	w := &World{
 		cfg: cfg, sched: sched, store: store, job: job, region: NewStore(sched),
 		procs: map[string]*proc{}, restartReq: make(chan string, 64), rng: rand.New(rand.NewPCG(cfg.Seed, 4)),
+		diskRng: rand.New(rand.NewPCG(cfg.Seed, 5)),
 		history: NewHistory(jobPfx+"/_latest", jobPfx+"/_latest-completed", jobPfx+"/_writer"),
 	}
 	w.sink, w.sinkBS = &Sink{bs: sinkBS, world: w}, sinkBS
@@ -193,7 +218,22 @@ func Run(cfg Config) Result {
 	})
 	<-done
 
+	for _, h := range w.hosts {
+		ents, _ := os.ReadDir(h.Root)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		w.sched.Note("final", "host %s keeps %v", h.Name, names)
+	}
 	res := Result{Runtime: cfg.Runtime, Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
+	for _, h := range w.hosts {
+		if res.Stats.Faults == nil {
+			res.Stats.Faults = map[string]int{}
+		}
+		res.Stats.Faults["disk-enospc"] += h.ENOSPC
+		res.Stats.Faults["machine-crash"] += h.Crashes
+	}
 	res.Trace = sched.Trace()
 	res.Full = sched.Full
 	res.Hash, res.Lines = sched.Fingerprint()
@@ -204,7 +244,10 @@ func Run(cfg Config) Result {
 // spawn starts process name running f.
 func (w *World) spawn(name string, writer bool, f func(ctx context.Context, p *proc)) *proc {
 	ctx, cancel := context.WithCancel(WithProc(context.Background(), name))
-	p := &proc{name: name, cancel: cancel, writer: writer, dir: filepath.Join(w.cfg.Dir, name)}
+	p := &proc{name: name, cancel: cancel, writer: writer, dir: filepath.Join(w.cfg.Dir, name), fs: osFS{}}
+	if writer {
+		w.boot(p, false)
+	}
 	w.mu.Lock()
 	w.procs[name] = p
 	w.mu.Unlock()
@@ -213,8 +256,56 @@ func (w *World) spawn(name string, writer bool, f func(ctx context.Context, p *p
 		defer w.wg.Done()
 		defer cancel()
 		f(ctx, p)
+		if p.host != nil {
+			p.host.Exit(name)
+		}
 	}()
 	return p
+}
+
+// boot puts writer p on a host: outside the runtime mode, mostly one a
+// dead process left (its disk as that process's crash left it), else a
+// new one, small or flaky now and then. A faultless one (final) gets a
+// disk that never fills.
+func (w *World) boot(p *proc, faultless bool) {
+	if w.cfg.Runtime {
+		return
+	}
+	w.mu.Lock()
+	var free []*Disk
+	for _, h := range w.hosts {
+		if h.Free() && (!faultless || (h.Capacity == 0 && h.Flaky == 0)) {
+			free = append(free, h)
+		}
+	}
+	var h *Disk
+	// The host of the writer this one replaces, if free, as a pod with a
+	// local volume comes back to its node: the new process starts over
+	// what its predecessor left, after a machine crash too.
+	prev := w.lastHost
+	switch {
+	case prev != nil && slices.Contains(free, prev) && w.diskRng.IntN(3) > 0:
+		h = prev
+	case len(free) > 0 && w.diskRng.IntN(3) > 0:
+		h = free[w.diskRng.IntN(len(free))]
+	default:
+		name := fmt.Sprintf("h%d", len(w.hosts)+1)
+		h = NewDisk(name, filepath.Join(w.cfg.Dir, name), w.diskRng.Uint64())
+		if !faultless {
+			switch w.diskRng.IntN(4) {
+			case 0:
+				h.Capacity = int64(250 + w.diskRng.IntN(750))
+			case 1:
+				h.Flaky = 0.03
+			}
+		}
+		w.hosts = append(w.hosts, h)
+	}
+	w.lastHost = h
+	w.mu.Unlock()
+	fsys, what := h.Boot(p.name)
+	p.host, p.fs, p.dir = h, fsys.(stateFS), h.Root
+	w.sched.Note(p.name, "runs on host %s (capacity %d, flaky %v): %s", h.Name, h.Capacity, h.Flaky, what)
 }
 
 // kill is a crash: the process stops at once, its disk is gone.
@@ -224,6 +315,17 @@ func (w *World) kill(name string) {
 	cur := w.current == name
 	w.mu.Unlock()
 	if p != nil {
+		// The disk first: once cancelled, the process's goroutines may
+		// run on, and must not write.
+		if p.host != nil {
+			w.mu.Lock()
+			machine := w.diskRng.IntN(2) == 0
+			w.mu.Unlock()
+			p.host.Crash(machine)
+			if machine {
+				w.sched.Note(name, "its machine %s crashed: unsynced writes are lost", p.host.Name)
+			}
+		}
 		p.cancel()
 	}
 	if cur {
@@ -288,7 +390,8 @@ func (w *World) final() {
 	w.sched.Note("final", "phase 2: no faults")
 	ctx := WithProc(context.Background(), "final")
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, 2))
-	p := &proc{name: "final", dir: filepath.Join(w.cfg.Dir, "final"), writer: true}
+	p := &proc{name: "final", dir: filepath.Join(w.cfg.Dir, "final"), writer: true, fs: osFS{}}
+	w.boot(p, true)
 	if err := w.writer(ctx, p, rng); err != nil {
 		w.Violation("the faultless final writer failed: %v", err)
 		return
@@ -317,8 +420,13 @@ func encode(v any) []byte {
 // A failure the process survives (a store error) restarts the pipeline in
 // the same process after a backoff, as a runtime does; a fence ends it.
 func (w *World) writer(ctx context.Context, p *proc, rng *rand.Rand) error {
+	var fsys localfs.FS // the OS's, unless the process runs on a simulated host
+	if p.host != nil {
+		fsys = p.fs
+	}
 	st := blobstorage.New(w.job, p.dir, blobstorage.Options{
 		Concurrency: 3, Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true,
+		FS: fsys,
 	})
 	for attempt := 1; ; attempt++ {
 		var err error
@@ -388,7 +496,12 @@ func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, 
 	if err != nil {
 		return err
 	}
-	prevDir := ""
+	// As a job does once it has restored what it resumes from: every
+	// other local state directory goes, and what crashed restores left.
+	if err := st.PruneLocal(idOf(dec.Checkpoint)); err != nil {
+		return err
+	}
+	prevID, prevDir := idOf(dec.Checkpoint), ""
 	if dec.Checkpoint != nil {
 		prevDir = st.StateDir(dec.Checkpoint.ID)
 	}
@@ -422,7 +535,7 @@ func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, 
 		for i := cur.Next; i < next.Next; i++ {
 			next.Sum += int64(i * i)
 		}
-		files, err := writeStateDir(st.StateDir(id), prevDir, ssts, id, cur.Next, next)
+		files, err := writeStateDir(p.fs, st.StateDir(id), prevDir, ssts, id, cur.Next, next)
 		if err != nil {
 			return err
 		}
@@ -440,10 +553,10 @@ func (w *World) pipeline(ctx context.Context, p *proc, st *blobstorage.Storage, 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if prevDir != "" {
-			_ = os.RemoveAll(prevDir)
+		if prevID != "" {
+			_ = st.RemoveStateDir(prevID)
 		}
-		prevDir, ssts, cur = st.StateDir(id), files, next
+		prevID, prevDir, ssts, cur = id, st.StateDir(id), files, next
 		if id, err = checkpoint.NextID(id); err != nil {
 			return err
 		}
@@ -472,12 +585,12 @@ func idOf(d *checkpoint.CheckpointData) string {
 // writeStateDir writes the state directory of checkpoint id: the earlier
 // immutable files hard-linked from prevDir (as Pebble's checkpoints do),
 // one new immutable file for the batch, and a mutable MANIFEST.
-func writeStateDir(dir, prevDir string, ssts []string, id string, from int, st state) ([]string, error) {
+func writeStateDir(fsys stateFS, dir, prevDir string, ssts []string, id string, from int, st state) ([]string, error) {
 	owner := filepath.Join(dir, "job")
-	if err := os.RemoveAll(dir); err != nil {
+	if err := fsys.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(owner, 0o755); err != nil {
+	if err := fsys.MkdirAll(owner, 0o755); err != nil {
 		return nil, err
 	}
 	seq, err := checkpoint.ParseID(id)
@@ -491,18 +604,18 @@ func writeStateDir(dir, prevDir string, ssts []string, id string, from int, st s
 		from, ssts = 0, nil
 	}
 	for _, f := range ssts {
-		if err := os.Link(filepath.Join(prevDir, "job", f), filepath.Join(owner, f)); err != nil {
+		if err := fsys.Link(filepath.Join(prevDir, "job", f), filepath.Join(owner, f)); err != nil {
 			return nil, err
 		}
 		files = append(files, f)
 	}
 	name := fmt.Sprintf("%06d.sst", seq)
 	body := encode(map[string]int{"from": from, "to": st.Next})
-	if err := os.WriteFile(filepath.Join(owner, name), body, 0o644); err != nil {
+	if err := fsys.WriteFile(filepath.Join(owner, name), body, 0o644); err != nil {
 		return nil, err
 	}
 	files = append(files, name)
-	if err := os.WriteFile(filepath.Join(owner, "MANIFEST"), encode(st), 0o644); err != nil {
+	if err := fsys.WriteFile(filepath.Join(owner, "MANIFEST"), encode(st), 0o644); err != nil {
 		return nil, err
 	}
 	return files, nil

@@ -22,10 +22,14 @@ const (
 	// recovery abandons a prepared checkpoint whose commit may have
 	// landed, and the coordinator aborts a prepared transaction.
 	LostAsFailure Bug = "lost-response-as-failure"
+	// TrustUnmarked restores over a local state directory with the
+	// recorded sizes without reading its digests when it has no boot
+	// marker, taking it for one fsynced when written.
+	TrustUnmarked Bug = "trust-unmarked-dir"
 )
 
 // All lists every bug.
-var All = []Bug{SkipWriterCheck, NoGrace, PointerBeforeRecord, ForgetPin, LostAsFailure}
+var All = []Bug{SkipWriterCheck, NoGrace, PointerBeforeRecord, ForgetPin, LostAsFailure, TrustUnmarked}
 
 // Active is the bug switched on; tests set it before a run and clear it
 // after. Empty means none.
