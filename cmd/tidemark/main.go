@@ -220,6 +220,9 @@ var errVerify = errors.New("verification failed")
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, e env) int {
+	// The logger and the command write to the same streams from several
+	// goroutines (uploads, the job's progress): one write at a time.
+	e.stdout, e.stderr = &lockedWriter{w: e.stdout}, &lockedWriter{w: e.stderr}
 	a := &app{env: e}
 	ctx = withGetenv(ctx, e.getenv)
 	root := a.rootCmd()
@@ -296,4 +299,17 @@ func exitCode(ctx context.Context, err error) int {
 		return exitCrashed
 	}
 	return exitError
+}
+
+// lockedWriter serialises writes to w, which need not be safe for
+// concurrent use (a test's bytes.Buffer).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
