@@ -40,6 +40,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/filestore"
+	"github.com/tidemark-io/tidemark/internal/fsync"
 	"github.com/tidemark-io/tidemark/job"
 )
 
@@ -126,7 +127,7 @@ func (s *fileSink) Prepare(_ context.Context, txn job.Txn) error {
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", txn, err)
 	}
-	if err := syncDir(filepath.Dir(s.staged(txn))); err != nil {
+	if err := fsync.Dir(filepath.Dir(s.staged(txn))); err != nil {
 		return fmt.Errorf("prepare %s: %w", txn, err)
 	}
 	s.at("prepare-done")
@@ -152,7 +153,7 @@ func (s *fileSink) Commit(_ context.Context, txn job.Txn) error {
 		if err != nil && !errors.Is(err, fs.ErrExist) { // exists: another commit won
 			return fmt.Errorf("commit %s: %w", txn, err)
 		}
-		if err := syncDir(filepath.Dir(s.marker(txn))); err != nil {
+		if err := fsync.Dir(filepath.Dir(s.marker(txn))); err != nil {
 			return fmt.Errorf("commit %s: %w", txn, err)
 		}
 	}
@@ -191,15 +192,6 @@ func (s *fileSink) writeTemp(b []byte) (string, error) {
 		return "", err
 	}
 	return f.Name(), nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // makeFileSinkDirs creates a fileSink's directories.

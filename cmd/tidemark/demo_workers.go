@@ -353,18 +353,6 @@ func needWorkers(f workersFlags) string {
 	return strings.Join(given, " and ") + " need"
 }
 
-// syncWriter serializes the writes of the coordinator and its children.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
 // untilDone writes to w until ctx is done, then drops what it is given.
 type untilDone struct {
 	ctx context.Context

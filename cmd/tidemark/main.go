@@ -222,7 +222,7 @@ var errVerify = errors.New("verification failed")
 func run(ctx context.Context, args []string, e env) int {
 	// The logger and the command write to the same streams from several
 	// goroutines (uploads, the job's progress): one write at a time.
-	e.stdout, e.stderr = &lockedWriter{w: e.stdout}, &lockedWriter{w: e.stderr}
+	e.stdout, e.stderr = &syncWriter{w: e.stdout}, &syncWriter{w: e.stderr}
 	a := &app{env: e}
 	ctx = withGetenv(ctx, e.getenv)
 	root := a.rootCmd()
@@ -301,15 +301,15 @@ func exitCode(ctx context.Context, err error) int {
 	return exitError
 }
 
-// lockedWriter serialises writes to w, which need not be safe for
+// syncWriter serialises writes to w, which need not be safe for
 // concurrent use (a test's bytes.Buffer).
-type lockedWriter struct {
+type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
