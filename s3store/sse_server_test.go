@@ -19,7 +19,7 @@ import (
 // kmsID): refused it, or stored it and reported which encryption on a
 // HEAD ("" when it reports none: accepted and silently not applied, or
 // applied and not said, which a client cannot tell apart).
-func sseVerdict(t *testing.T, s *Store, key string, sse types.ServerSideEncryption, kmsID string) (refused error, reported types.ServerSideEncryption) {
+func sseVerdict(t *testing.T, s *Store, key string, sse types.ServerSideEncryption, kmsID string) (reported types.ServerSideEncryption, refused error) {
 	t.Helper()
 	okey, _ := s.objectKey(key)
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &okey, Body: bytes.NewReader([]byte("sse")), ContentLength: aws.Int64(3), ServerSideEncryption: sse}
@@ -27,13 +27,13 @@ func sseVerdict(t *testing.T, s *Store, key string, sse types.ServerSideEncrypti
 		in.SSEKMSKeyId = &kmsID
 	}
 	if _, err := s.client.PutObject(t.Context(), in); err != nil {
-		return err, ""
+		return "", err
 	}
 	out, err := s.client.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: &s.bucket, Key: &okey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nil, out.ServerSideEncryption
+	return out.ServerSideEncryption, nil
 }
 
 // sseOnServers is what each server of the harness, as the harness starts
@@ -66,7 +66,7 @@ func TestServerSideEncryptionOnEveryServer(t *testing.T) {
 				{"SSE-S3", types.ServerSideEncryptionAes256, ""},
 				{"SSE-KMS", types.ServerSideEncryptionAwsKms, miniotest.KMSKeyName},
 			} {
-				refused, reported := sseVerdict(t, s, "sse-"+strings.ToLower(c.name), c.sse, c.kmsID)
+				reported, refused := sseVerdict(t, s, "sse-"+strings.ToLower(c.name), c.sse, c.kmsID)
 				verdict, got := fmt.Sprintf("stored, HEAD reports %q", reported), "applied"
 				switch {
 				case refused != nil:
