@@ -374,6 +374,9 @@ func (c *checker) final(ctx context.Context) {
 		w.Violation("%d incomplete uploads left after the final GC", n)
 	}
 
+	if w.cfg.Operator {
+		c.finalReplica(ctx)
+	}
 	if w.cfg.Runtime {
 		c.jobExactlyOnce(ctx)
 		return

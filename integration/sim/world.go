@@ -79,6 +79,10 @@ type World struct {
 	sinkBS blobstore.Blobstore
 	// region is a second store a savepoint is restored into.
 	region *Store
+	// replicas is a third store, replica the job's replica in it (under
+	// replicaPfx): a replicator copies the job's checkpoints there.
+	replicas *Store
+	replica  blobstore.Blobstore
 
 	mu         sync.Mutex
 	violations []string
@@ -87,6 +91,7 @@ type World struct {
 	started    int
 	finished   bool // a writer processed every record
 	opDone     bool
+	repDone    bool // the replicator saw the job finished, or gave up
 	stopping   bool // the faulted phase is over: nothing restarts
 	wg         sync.WaitGroup
 	checks     *checker
@@ -159,6 +164,8 @@ func Run(cfg Config) Result {
 		diskRng: rand.New(rand.NewPCG(cfg.Seed, 5)),
 		history: NewHistory(jobPfx+"/_latest", jobPfx+"/_latest-completed", jobPfx+"/_writer"),
 	}
+	w.replicas = NewStore(sched)
+	w.replica, _ = blobstore.WithPrefix(w.replicas, replicaPfx)
 	w.sink, w.sinkBS = &Sink{bs: sinkBS, world: w}, sinkBS
 	w.checks = newChecker(w)
 	sched.OnEvent = func(step int, ev Event) {
@@ -183,12 +190,13 @@ func Run(cfg Config) Result {
 	w.startWriter()
 	if cfg.Operator {
 		w.spawn("op1", false, func(ctx context.Context, p *proc) { w.operator(ctx, p, 1) })
+		w.spawn("r1", false, func(ctx context.Context, p *proc) { w.replicator(ctx, p, 1) })
 	}
 	w.spawn("super", false, func(ctx context.Context, p *proc) { w.supervisor(ctx) })
 	sched.Run(cfg.MaxSteps, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.finished && (w.opDone || !cfg.Operator)
+		return w.finished && ((w.opDone && w.repDone) || !cfg.Operator)
 	})
 	// Stop everything that still runs: zombies, the operator.
 	w.mu.Lock()
