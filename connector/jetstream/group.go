@@ -1,0 +1,290 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/job"
+)
+
+// Keys of a Group's bucket.
+const (
+	planKey      = "plan"    // the coordinator's job.Plan, its epoch fencing
+	slotPrefix   = "slot."   // slot.<slot>: the worker incarnation holding it
+	reportPrefix = "report." // report.<slot>: the slot's latest job.Report
+)
+
+// Group is a job.Group over a JetStream key-value bucket: the plan is one
+// key the coordinator writes with compare-and-set against its own last
+// revision (so a coordinator fenced by a newer Lead can write nothing),
+// each slot's holder is a key workers take over with compare-and-set,
+// and reports are keys the coordinator watches. Workers watch the plan.
+// No record passes through it.
+//
+// Every process makes its own Group (NewGroup) on its own connection; the
+// NATS credentials of that connection (user/password, NKey, creds file)
+// are the workers' authentication.
+type Group struct {
+	kv natsjs.KeyValue
+
+	mu  sync.Mutex
+	rev uint64 // revision of the plan this coordinator last wrote
+}
+
+var _ job.Group = (*Group)(nil)
+
+// NewGroup creates (or opens) the bucket of a job's group, file-stored
+// with the given replicas (0 means 1), keeping only the latest value of
+// each key.
+func NewGroup(ctx context.Context, js natsjs.JetStream, bucket string, replicas int) (*Group, error) {
+	if err := validName(bucket); err != nil {
+		return nil, err
+	}
+	var kv natsjs.KeyValue
+	err := retry(ctx, func(rctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(rctx, natsjs.KeyValueConfig{
+			Bucket: bucket, History: 1, Storage: natsjs.FileStorage, Replicas: max(replicas, 1),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: group bucket %s: %w", bucket, err)
+	}
+	return &Group{kv: kv}, nil
+}
+
+func casConflict(err error) bool {
+	var apiErr *natsjs.APIError
+	return errors.Is(err, natsjs.ErrKeyRevisionMismatch) || errors.Is(err, natsjs.ErrKeyExists) ||
+		errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Lead makes the caller the coordinator at epoch, unless a coordinator
+// of a greater epoch leads (checkpoint.ErrFenced).
+func (g *Group) Lead(ctx context.Context, epoch uint64) error {
+	body, _ := json.Marshal(job.Plan{Epoch: epoch})
+	for {
+		var e natsjs.KeyValueEntry
+		err := retry(ctx, func(rctx context.Context) error {
+			var err error
+			e, err = g.kv.Get(rctx, planKey)
+			return err
+		})
+		var rev uint64
+		switch {
+		case errors.Is(err, natsjs.ErrKeyNotFound):
+			err = retry(ctx, func(rctx context.Context) error {
+				var err error
+				rev, err = g.kv.Create(rctx, planKey, body)
+				return err
+			})
+		case err != nil:
+			return fmt.Errorf("jetstream: group: read plan: %w", err)
+		default:
+			var p job.Plan
+			if err := json.Unmarshal(e.Value(), &p); err != nil {
+				return fmt.Errorf("jetstream: group: plan: %w", err)
+			}
+			if p.Epoch > epoch {
+				return fmt.Errorf("jetstream: group: a coordinator of epoch %d leads, not %d: %w", p.Epoch, epoch, checkpoint.ErrFenced)
+			}
+			err = retry(ctx, func(rctx context.Context) error {
+				var err error
+				rev, err = g.kv.Update(rctx, planKey, body, e.Revision())
+				return err
+			})
+		}
+		if casConflict(err) {
+			continue // another coordinator wrote in between: read again
+		}
+		if err != nil {
+			return fmt.Errorf("jetstream: group: lead: %w", err)
+		}
+		g.mu.Lock()
+		g.rev = rev
+		g.mu.Unlock()
+		return nil
+	}
+}
+
+// Announce writes p if no other coordinator wrote the plan since this
+// one's last write (Lead or Announce).
+func (g *Group) Announce(ctx context.Context, p job.Plan) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("jetstream: group: plan: %w", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.rev == 0 {
+		return errors.New("jetstream: group: Announce before Lead")
+	}
+	var rev uint64
+	err = retry(ctx, func(rctx context.Context) error {
+		var err error
+		rev, err = g.kv.Update(rctx, planKey, body, g.rev)
+		return err
+	})
+	if casConflict(err) {
+		return fmt.Errorf("jetstream: group: the plan was written by another coordinator: %w", checkpoint.ErrFenced)
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: group: announce: %w", err)
+	}
+	g.rev = rev
+	return nil
+}
+
+// watch forwards the updates of keys to f until ctx is done; initial
+// values first, then a call with nil once they are delivered (unless
+// updatesOnly).
+func (g *Group) watch(ctx context.Context, keys string, updatesOnly bool, f func(natsjs.KeyValueEntry) bool, done func()) error {
+	var opts []natsjs.WatchOpt
+	if updatesOnly {
+		opts = append(opts, natsjs.UpdatesOnly())
+	}
+	var w natsjs.KeyWatcher
+	err := retry(ctx, func(rctx context.Context) error {
+		var err error
+		w, err = g.kv.Watch(ctx, keys, opts...) // the watch lives with ctx
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: group: watch %s: %w", keys, err)
+	}
+	go func() {
+		defer done()
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case e, ok := <-w.Updates():
+				if !ok || !f(e) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// Members delivers the holder of every slot, at once and on changes.
+func (g *Group) Members(ctx context.Context) (<-chan map[string]string, error) {
+	ch := make(chan map[string]string, 1)
+	cur := map[string]string{}
+	initial := true
+	send := func() bool {
+		select {
+		case <-ch: // only the latest matters
+		default:
+		}
+		ch <- maps.Clone(cur)
+		return true
+	}
+	err := g.watch(ctx, slotPrefix+">", false, func(e natsjs.KeyValueEntry) bool {
+		if e == nil {
+			initial = false
+			return send()
+		}
+		slot := strings.TrimPrefix(e.Key(), slotPrefix)
+		if e.Operation() == natsjs.KeyValuePut {
+			cur[slot] = string(e.Value())
+		} else {
+			delete(cur, slot)
+		}
+		if initial {
+			return true
+		}
+		return send()
+	}, func() { close(ch) })
+	return ch, err
+}
+
+// Reports delivers the reports written from now on.
+func (g *Group) Reports(ctx context.Context) (<-chan job.Report, error) {
+	ch := make(chan job.Report, 64)
+	err := g.watch(ctx, reportPrefix+">", true, func(e natsjs.KeyValueEntry) bool {
+		if e == nil || e.Operation() != natsjs.KeyValuePut {
+			return true
+		}
+		var r job.Report
+		if json.Unmarshal(e.Value(), &r) != nil {
+			return true // not a report: ignored
+		}
+		select {
+		case ch <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}, func() { close(ch) })
+	return ch, err
+}
+
+// Join takes slot over for worker (compare-and-set on the slot's key)
+// and delivers the plan, then every plan written after it.
+func (g *Group) Join(ctx context.Context, slot, worker string) (<-chan job.Plan, error) {
+	key := slotPrefix + slot
+	for {
+		e, err := g.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, natsjs.ErrKeyNotFound):
+			_, err = g.kv.Create(ctx, key, []byte(worker))
+		case err != nil:
+			return nil, fmt.Errorf("jetstream: group: read slot %s: %w", slot, err)
+		default:
+			_, err = g.kv.Update(ctx, key, []byte(worker), e.Revision())
+		}
+		if casConflict(err) {
+			continue // another incarnation joined in between: take over again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: group: join slot %s: %w", slot, err)
+		}
+		break
+	}
+	ch := make(chan job.Plan, 16)
+	err := g.watch(ctx, planKey, false, func(e natsjs.KeyValueEntry) bool {
+		if e == nil || e.Operation() != natsjs.KeyValuePut {
+			return true
+		}
+		var p job.Plan
+		if json.Unmarshal(e.Value(), &p) != nil {
+			return true
+		}
+		select {
+		case ch <- p:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}, func() { close(ch) })
+	return ch, err
+}
+
+// Report writes r under its slot's report key.
+func (g *Group) Report(ctx context.Context, r job.Report) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("jetstream: group: report: %w", err)
+	}
+	err = retry(ctx, func(rctx context.Context) error {
+		_, err := g.kv.Put(rctx, reportPrefix+r.Slot, body)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream: group: report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
+	"github.com/tidemark-io/tidemark/filestore"
+	"github.com/tidemark-io/tidemark/integration/natstest"
+	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// slowTotals is partitionTotals taking a while per batch, so that kills
+// land mid-run on any machine.
+type slowTotals struct {
+	partitionTotals
+	delay time.Duration
+}
+
+func (j slowTotals) Process(ctx context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
+	time.Sleep(j.delay)
+	return j.partitionTotals.Process(ctx, st, in)
+}
+
+// workerJob is a job spanning hosts on one NATS server and a filesystem
+// bucket: every node (coordinator or worker) has its own connection, its
+// own Group and an empty disk of its own.
+type workerJob struct {
+	t         *testing.T
+	srv       *natstest.Server
+	bucketDir string
+	parts     int
+	partsOf   map[string][]int
+	slots     []string
+}
+
+// run is a node running in the background.
+type run struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    job.Result
+	err    error
+}
+
+func (r *run) wait(t *testing.T, what string) (job.Result, error) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("%s did not return", what)
+	}
+	return r.res, r.err
+}
+
+func (j *workerJob) group(ctx context.Context) *tmjs.Group {
+	g, err := tmjs.NewGroup(ctx, j.srv.JetStream(j.t), "wordjob", 1)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return g
+}
+
+func (j *workerJob) sink(ctx context.Context, slot string) (job.Sink, error) {
+	return tmjs.NewSink(ctx, j.srv.JetStream(j.t), tmjs.SinkConfig{Stream: "out", Partitions: 2, Part: slot})
+}
+
+func (j *workerJob) bucket() *filestore.Store {
+	b, err := filestore.New(j.bucketDir)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return b
+}
+
+// failSink fails a Commit when fail says so, before committing: the
+// coordinator dies between the prepared record and the commit.
+type failSink struct {
+	job.Sink
+	fail func() bool
+}
+
+func (s failSink) Commit(ctx context.Context, txn job.Txn) error {
+	if s.fail != nil && s.fail() {
+		return fmt.Errorf("commit %s: %w", txn, context.Canceled)
+	}
+	return s.Sink.Commit(ctx, txn)
+}
+
+func (j *workerJob) coordinator(observe func(job.Event), fail func() bool) *run {
+	ctx, cancel := context.WithTimeout(j.t.Context(), 3*time.Minute)
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	disk := j.t.TempDir()
+	g := j.group(ctx)
+	go func() {
+		defer close(r.done)
+		r.res, r.err = job.RunCoordinator(ctx, job.CoordinatorConfig{
+			Group:   g,
+			Storage: blobstorage.New(j.bucket(), filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
+			Slots:   j.slots,
+			Sink: func(slot string) (job.Sink, error) {
+				s, err := j.sink(ctx, slot)
+				if slot != "w1" {
+					return s, err // w0's transaction commits: half the checkpoint is out
+				}
+				return failSink{s, fail}, err
+			},
+			Interval: 150 * time.Millisecond,
+			Timeout:  10 * time.Second,
+			Observe:  observe,
+		})
+	}()
+	return r
+}
+
+func (j *workerJob) worker(slot string, observe func(job.Event)) *run {
+	ctx, cancel := context.WithTimeout(j.t.Context(), 3*time.Minute)
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	g := j.group(ctx)
+	sink, err := j.sink(ctx, slot)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	js := j.srv.JetStream(j.t)
+	go func() {
+		defer close(r.done)
+		r.res, r.err = job.RunWorker(ctx, job.WorkerConfig{
+			Group:     g,
+			Slot:      slot,
+			Blobstore: j.bucket(),
+			Dir:       j.t.TempDir(),
+			Source: func(context.Context) (job.Source, error) {
+				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: j.partsOf[slot], MaxRecords: 20, StopAtEnd: true})
+			},
+			Processor: slowTotals{partitionTotals{parts: j.parts, owner: "totals-" + slot}, 10 * time.Millisecond},
+			Sink:      sink,
+			Owners:    []string{"totals-" + slot},
+			Observe:   observe,
+		})
+	}()
+	return r
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWorkersExactlyOnce: a job spanning hosts coordinated through NATS
+// (job.RunCoordinator, job.RunWorker, Group over a KV bucket): two
+// workers each read two partitions of the input straight from JetStream,
+// save their parts of the state to the store and commit through the
+// coordinator. Worker w1 is killed mid-run and replaced by a new
+// incarnation on an empty disk; w0 is replaced while it runs (it stops
+// with ErrReplaced); then the coordinator is killed between a prepared
+// record and its commit, and a standby takes over (a new writer epoch,
+// fencing it) and rolls the checkpoint forward. A consumer of the
+// output stream sees each input's effect exactly once.
+func TestWorkersExactlyOnce(t *testing.T) {
+	srv := natstest.StartEmbedded(t)
+	const parts, n = 4, 4000
+	js := srv.JetStream(t)
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
+		t.Fatal(err)
+	}
+	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
+		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
+
+	var completed, starts atomic.Int64
+	var mu sync.Mutex
+	var log []string
+	note := func(who string) func(job.Event) {
+		return func(e job.Event) {
+			if e.Kind == "batch" {
+				return
+			}
+			mu.Lock()
+			log = append(log, fmt.Sprintf("%s %s %s", who, e.Kind, e.Checkpoint))
+			mu.Unlock()
+			switch e.Kind {
+			case "checkpoint":
+				if who[0] == 'c' { // a coordinator's: completed
+					completed.Add(1)
+				}
+			case "start":
+				starts.Add(1)
+			}
+		}
+	}
+	var w1Records atomic.Uint64
+	var killC1 atomic.Bool
+	var c1 *run
+	worker := func(slot, who string) *run {
+		return j.worker(slot, func(e job.Event) {
+			if who == "w1" {
+				w1Records.Store(e.Records)
+			}
+			note(who)(e)
+		})
+	}
+	c1 = j.coordinator(note("c1"), func() bool {
+		if killC1.CompareAndSwap(true, false) {
+			c1.cancel() // dies with the record prepared, not committed
+			return true
+		}
+		return false
+	})
+	w0 := worker("w0", "w0")
+	w1 := worker("w1", "w1")
+
+	// Kill w1 once a checkpoint completed and it read some more.
+	waitFor(t, "a first checkpoint", func() bool { return completed.Load() >= 1 && w1Records.Load() >= 300 })
+	w1.cancel()
+	if _, err := w1.wait(t, "w1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("w1: %v, want it killed", err)
+	}
+	// Its replacement, a new incarnation on an empty disk.
+	before := completed.Load()
+	w1b := worker("w1", "w1b")
+	waitFor(t, "a checkpoint with the replacement", func() bool { return completed.Load() >= before+1 })
+
+	// w0 is replaced while it runs: it stops, a zombie that commits
+	// nothing.
+	before = completed.Load()
+	w0b := worker("w0", "w0b")
+	if _, err := w0.wait(t, "w0"); !errors.Is(err, job.ErrReplaced) {
+		t.Fatalf("w0: %v, want ErrReplaced", err)
+	}
+	waitFor(t, "a checkpoint with both replacements", func() bool { return completed.Load() >= before+1 })
+
+	// The coordinator dies after it persisted a checkpoint as prepared,
+	// before its commit; a standby takes over and rolls it forward.
+	killC1.Store(true)
+	if _, err := c1.wait(t, "c1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("c1: %v, want it killed", err)
+	}
+	c2 := j.coordinator(note("c2"), nil)
+
+	res, err := c2.wait(t, "c2")
+	if err != nil {
+		t.Fatalf("c2: %v", err)
+	}
+	if res.Restored == "" {
+		t.Fatalf("c2 restored nothing: %+v", res)
+	}
+	if res.Action != checkpoint.ActionPromote {
+		t.Fatalf("c2: recovery %v, want the prepared checkpoint rolled forward (promote)", res.Action)
+	}
+	for name, w := range map[string]*run{"w0b": w0b, "w1b": w1b} {
+		if _, err := w.wait(t, name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	out := readOutput(t, js, "out")
+	mu.Lock()
+	t.Logf("events: %v", log)
+	mu.Unlock()
+	if len(out) != n {
+		t.Fatalf("output holds %d records, want %d", len(out), n)
+	}
+	checkTotals(t, out, parts, n)
+}
+
+// TestGroupFencesStaleCoordinator: a Lead of a greater epoch fences the
+// earlier coordinator's Announce, and a Lead of a smaller epoch fails.
+func TestGroupFencesStaleCoordinator(t *testing.T) {
+	srv := natstest.StartEmbedded(t)
+	ctx := t.Context()
+	old, err := tmjs.NewGroup(ctx, srv.JetStream(t), "g", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Lead(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Announce(ctx, job.Plan{Epoch: 1, Gen: 1}); err != nil {
+		t.Fatal(err)
+	}
+	standby, err := tmjs.NewGroup(ctx, srv.JetStream(t), "g", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Lead(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Announce(ctx, job.Plan{Epoch: 1, Gen: 2}); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("stale Announce: %v, want ErrFenced", err)
+	}
+	if err := old.Lead(ctx, 1); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("stale Lead: %v, want ErrFenced", err)
+	}
+	if err := standby.Announce(ctx, job.Plan{Epoch: 2, Gen: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
