@@ -171,8 +171,38 @@ func readWorkersState(cp *checkpoint.CheckpointData) (workersState, error) {
 	return ws, nil
 }
 
+// sameSlots refuses a checkpoint taken by a slot not in Slots: its
+// owners' state and its Source's offsets would be dropped.
+func (c *coordinator) sameSlots(cp *checkpoint.CheckpointData, ws workersState) error {
+	for slot := range ws.Writers {
+		if !slices.Contains(c.cfg.Slots, slot) {
+			return fmt.Errorf("%w: checkpoint %s was taken by slots %v; slot %q is not in Slots %v (a job in worker mode resumes with the slots it started with)",
+				ErrConfig, cp.ID, slices.Sorted(maps.Keys(ws.Writers)), slot, c.cfg.Slots)
+		}
+	}
+	return nil
+}
+
 func (c *coordinator) run(ctx context.Context) error {
 	cfg := c.cfg
+	// Refuse, reading only, a checkpoint these slots cannot resume:
+	// before the writer role, so that a refused run fences nobody.
+	for _, load := range []func(context.Context) (*checkpoint.CheckpointData, error){cfg.Storage.LoadLatestCompleted, cfg.Storage.Load} {
+		cp, err := load(ctx)
+		if err != nil {
+			return fmt.Errorf("job: %w", err)
+		}
+		if cp == nil {
+			continue
+		}
+		ws, err := readWorkersState(cp)
+		if err != nil {
+			return err
+		}
+		if err := c.sameSlots(cp, ws); err != nil {
+			return err
+		}
+	}
 	epoch, err := cfg.Storage.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("job: acquire writer: %w", err)
@@ -202,6 +232,11 @@ func (c *coordinator) run(ctx context.Context) error {
 	if cp := dec.Checkpoint; cp != nil {
 		ws, err := readWorkersState(cp)
 		if err != nil {
+			return err
+		}
+		// Every slot of the checkpoint must run again, or its owners'
+		// state and its Source's offsets would be dropped.
+		if err := c.sameSlots(cp, ws); err != nil {
 			return err
 		}
 		c.restore, c.owners = cp.ID, ws.Owners

@@ -263,6 +263,15 @@ func TestWorkersKilledWorkerAndCoordinatorExactlyOnce(t *testing.T) {
 	for _, slot := range slots {
 		checkExactlyOnce(t, blobOutput(t, sinkOf(slot)), n)
 	}
+
+	// A coordinator without slot b would drop b's state: refused.
+	_, err = job.RunCoordinator(t.Context(), job.CoordinatorConfig{
+		Group: g.handle(), Storage: node(t, bucket, t.TempDir()), Slots: []string{"a"},
+		Sink: func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
+	})
+	if !errors.Is(err, job.ErrConfig) {
+		t.Fatalf("a coordinator without slot b: %v, want ErrConfig", err)
+	}
 }
 
 // TestRunWorkerRefusesBadConfig: a worker without what it needs, or with
