@@ -67,6 +67,18 @@
 // layout is fixed in the seal at Prepare. SinkConfig.MaxBatch must not
 // exceed the server's limit.
 //
+// A job spanning hosts (job.RunWorker) gives each worker a Sink with its
+// slot as SinkConfig.Part: its markers go to
+// "<stream>.txn.<part>.<checkpoint id>.<chunk>", so every slot commits its
+// own transaction of each checkpoint.
+//
+// # Group
+//
+// Group is a job.Group over a key-value bucket: the coordinator's plan
+// (fenced by compare-and-set on its revision), the slots' holders and the
+// workers' reports. Workers and coordinator reach each other only through
+// it and the store; see docs/jetstream.md.
+//
 // Checkpoint ids must not be reused against the same output stream: a new
 // job run from an old savepoint whose ids restart needs a new output
 // stream, or its commits are refused as conflicts.

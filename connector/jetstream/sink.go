@@ -50,9 +50,9 @@ const DefaultMaxBatch = 1000
 // SinkConfig configures a Sink.
 type SinkConfig struct {
 	// Stream is the output stream. Records go to "<Stream>.<p>"; the
-	// commit markers to "<Stream>.txn.<checkpoint id>.<chunk>", which a
-	// consumer filtering "<Stream>.*" never sees. CreateOutputStreams
-	// makes a stream that fits.
+	// commit markers to "<Stream>.txn.<checkpoint id>.<chunk>" (see
+	// Part), which a consumer filtering "<Stream>.*" never sees.
+	// CreateOutputStreams makes a stream that fits.
 	Stream string
 	// Partitions is how many data subjects records are spread over, by
 	// PartitionOf(key) (default 1).
