@@ -1,14 +1,23 @@
 package jetstream_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -311,4 +320,165 @@ func TestGroupFencesStaleCoordinator(t *testing.T) {
 	if err := standby.Announce(ctx, job.Plan{Epoch: 2, Gen: 1}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Environment of a worker run as a child process by
+// TestWorkersSIGKILLExactlyOnce.
+const childEnv = "TIDEMARK_TEST_WORKER"
+
+type childSpec struct {
+	URL, User, Password string
+	Slot                string
+	Partitions          []int
+	Parts               int
+	BucketDir, Dir      string
+}
+
+// TestWorkerChild is a worker process of TestWorkersSIGKILLExactlyOnce;
+// it skips unless that test started it. It prints "records <n>" after
+// each batch and exits 0 when the job ended.
+func TestWorkerChild(t *testing.T) {
+	raw := os.Getenv(childEnv)
+	if raw == "" {
+		t.Skip("a worker process of TestWorkersSIGKILLExactlyOnce")
+	}
+	var spec childSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	nc, err := nats.Connect(spec.URL, nats.UserInfo(spec.User, spec.Password), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tmjs.NewGroup(ctx, js, "wordjob", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := tmjs.NewSink(ctx, js, tmjs.SinkConfig{Stream: "out", Partitions: 2, Part: spec.Slot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := filestore.New(spec.BucketDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = job.RunWorker(ctx, job.WorkerConfig{
+		Group: g, Slot: spec.Slot, Blobstore: bucket, Dir: spec.Dir,
+		Source: func(context.Context) (job.Source, error) {
+			return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: spec.Partitions, MaxRecords: 20, StopAtEnd: true})
+		},
+		Processor: slowTotals{partitionTotals{parts: spec.Parts, owner: "totals-" + spec.Slot}, 10 * time.Millisecond},
+		Sink:      sink,
+		Owners:    []string{"totals-" + spec.Slot},
+		Observe: func(e job.Event) {
+			fmt.Printf("records %d\n", e.Records)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// child is a worker process.
+type child struct {
+	cmd     *exec.Cmd
+	records atomic.Uint64
+	done    chan error
+}
+
+func (j *workerJob) child(t *testing.T, slot string) *child {
+	spec, _ := json.Marshal(childSpec{URL: j.srv.URL, User: j.srv.User, Password: j.srv.Password,
+		Slot: slot, Partitions: j.partsOf[slot], Parts: j.parts, BucketDir: j.bucketDir, Dir: t.TempDir()})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if n, ok := strings.CutPrefix(sc.Text(), "records "); ok {
+				v, _ := strconv.ParseUint(n, 10, 64)
+				c.records.Store(v)
+			}
+		}
+		c.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return c
+}
+
+func (c *child) wait(t *testing.T, what string) error {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("%s did not exit", what)
+		return nil
+	}
+}
+
+// TestWorkersSIGKILLExactlyOnce: the workers are processes; w1 is killed
+// with SIGKILL mid-run and a new process replaces it on an empty disk.
+// The output stream holds each input's effect once.
+func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in a worker process")
+	}
+	srv := natstest.StartEmbedded(t)
+	const parts, n = 4, 4000
+	js := srv.JetStream(t)
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
+		t.Fatal(err)
+	}
+	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
+		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
+	var completed atomic.Int64
+	c := j.coordinator(func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			completed.Add(1)
+		}
+	}, nil)
+	w0 := j.child(t, "w0")
+	w1 := j.child(t, "w1")
+	waitFor(t, "a checkpoint and w1 mid-run", func() bool { return completed.Load() >= 1 && w1.records.Load() >= 300 })
+	if err := w1.cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	if err := w1.wait(t, "w1"); err == nil {
+		t.Fatal("w1 exited 0, want it killed")
+	}
+	w1b := j.child(t, "w1")
+	res, err := c.wait(t, "coordinator")
+	if err != nil {
+		t.Fatalf("coordinator: %v", err)
+	}
+	for name, w := range map[string]*child{"w0": w0, "w1b": w1b} {
+		if err := w.wait(t, name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	out := readOutput(t, js, "out")
+	if len(out) != n {
+		t.Fatalf("output holds %d records, want %d", len(out), n)
+	}
+	checkTotals(t, out, parts, n)
+	t.Logf("coordinator: %d checkpoints, last %s", res.Checkpoints, res.Last)
 }
