@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,7 @@ type workerJob struct {
 	parts     int
 	partsOf   map[string][]int
 	slots     []string
+	timeout   time.Duration // CoordinatorConfig.Timeout (default 10s)
 }
 
 // run is a node running in the background.
@@ -123,7 +125,7 @@ func (j *workerJob) coordinator(observe func(job.Event), fail func() bool) *run 
 				return failSink{s, fail}, err
 			},
 			Interval: 150 * time.Millisecond,
-			Timeout:  10 * time.Second,
+			Timeout:  cmp.Or(j.timeout, 10*time.Second),
 			Observe:  observe,
 		})
 	}()
@@ -432,7 +434,8 @@ func (c *child) wait(t *testing.T, what string) error {
 }
 
 // TestWorkersSIGKILLExactlyOnce: the workers are processes; w1 is killed
-// with SIGKILL mid-run and a new process replaces it on an empty disk.
+// with SIGKILL mid-run, barriers time out for a while (nothing commits
+// without it), and a new process replaces it on an empty disk.
 // The output stream holds each input's effect once.
 func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
@@ -449,7 +452,8 @@ func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
-		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
+		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"},
+		timeout: time.Second}
 	var completed atomic.Int64
 	c := j.coordinator(func(e job.Event) {
 		if e.Kind == "checkpoint" {
@@ -464,6 +468,13 @@ func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
 	}
 	if err := w1.wait(t, "w1"); err == nil {
 		t.Fatal("w1 exited 0, want it killed")
+	}
+	// No replacement for a while: barriers time out and generations
+	// restart without w1, committing nothing.
+	stuck := completed.Load()
+	time.Sleep(2500 * time.Millisecond)
+	if got := completed.Load(); got > stuck+1 {
+		t.Fatalf("%d checkpoints completed without w1", got-stuck)
 	}
 	w1b := j.child(t, "w1")
 	res, err := c.wait(t, "coordinator")
@@ -481,4 +492,70 @@ func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
 	}
 	checkTotals(t, out, parts, n)
 	t.Logf("coordinator: %d checkpoints, last %s", res.Checkpoints, res.Last)
+}
+
+// TestWorkersZombieCoordinatorFenced: the coordinator freezes inside the
+// two-phase window (a checkpoint persisted as prepared, its commit not
+// done), a standby takes over and rolls it forward, and the zombie wakes:
+// its late commit of the same transactions publishes nothing twice, and
+// it stops fenced. The output stream holds each input's effect once.
+func TestWorkersZombieCoordinatorFenced(t *testing.T) {
+	srv := natstest.StartEmbedded(t)
+	const parts, n = 4, 4000
+	js := srv.JetStream(t)
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
+		t.Fatal(err)
+	}
+	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
+		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
+	var c1Done, c2Done atomic.Int64
+	var freeze atomic.Bool
+	frozen, wake := make(chan struct{}), make(chan struct{})
+	c1 := j.coordinator(func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			c1Done.Add(1)
+		}
+	}, func() bool {
+		if freeze.CompareAndSwap(true, false) {
+			close(frozen)
+			<-wake // frozen with the record prepared; then commits late
+		}
+		return false
+	})
+	w0 := j.worker("w0", nil)
+	w1 := j.worker("w1", nil)
+	waitFor(t, "a first checkpoint", func() bool { return c1Done.Load() >= 1 })
+	freeze.Store(true)
+	<-frozen
+	c2 := j.coordinator(func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			c2Done.Add(1)
+		}
+	}, nil)
+	waitFor(t, "the standby's checkpoints", func() bool { return c2Done.Load() >= 2 })
+	close(wake)
+	if _, err := c1.wait(t, "the zombie"); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("the zombie coordinator: %v, want ErrFenced", err)
+	}
+	res, err := c2.wait(t, "the standby")
+	if err != nil {
+		t.Fatalf("the standby: %v", err)
+	}
+	if res.Action != checkpoint.ActionPromote {
+		t.Fatalf("the standby's recovery: %v, want the prepared checkpoint rolled forward", res.Action)
+	}
+	for name, w := range map[string]*run{"w0": w0, "w1": w1} {
+		if _, err := w.wait(t, name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	out := readOutput(t, js, "out")
+	if len(out) != n {
+		t.Fatalf("output holds %d records, want %d", len(out), n)
+	}
+	checkTotals(t, out, parts, n)
 }
