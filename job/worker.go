@@ -96,6 +96,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (Result, error) {
 			return Result{}, fmt.Errorf("%w: owner %q: %w", ErrConfig, o, err)
 		}
 	}
+	if cfg.State.Remote.Store != nil {
+		return Result{}, fmt.Errorf("%w: a worker keeps its state on local disk: leave State.Remote zero", ErrConfig)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -237,14 +237,25 @@ func (g *Group) Reports(ctx context.Context) (<-chan job.Report, error) {
 func (g *Group) Join(ctx context.Context, slot, worker string) (<-chan job.Plan, error) {
 	key := slotPrefix + slot
 	for {
-		e, err := g.kv.Get(ctx, key)
+		var e natsjs.KeyValueEntry
+		err := retry(ctx, func(rctx context.Context) error {
+			var err error
+			e, err = g.kv.Get(rctx, key)
+			return err
+		})
 		switch {
 		case errors.Is(err, natsjs.ErrKeyNotFound):
-			_, err = g.kv.Create(ctx, key, []byte(worker))
+			err = retry(ctx, func(rctx context.Context) error {
+				_, err := g.kv.Create(rctx, key, []byte(worker))
+				return err
+			})
 		case err != nil:
 			return nil, fmt.Errorf("jetstream: group: read slot %s: %w", slot, err)
 		default:
-			_, err = g.kv.Update(ctx, key, []byte(worker), e.Revision())
+			err = retry(ctx, func(rctx context.Context) error {
+				_, err := g.kv.Update(rctx, key, []byte(worker), e.Revision())
+				return err
+			})
 		}
 		if casConflict(err) {
 			continue // another incarnation joined in between: take over again
