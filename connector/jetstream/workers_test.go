@@ -46,12 +46,13 @@ func (j slowTotals) Process(ctx context.Context, st *state.Store, in []job.Recor
 // own Group and an empty disk of its own.
 type workerJob struct {
 	t         *testing.T
-	srv       *natstest.Server
+	srv       jsNode // a server or a cluster
 	bucketDir string
 	parts     int
 	partsOf   map[string][]int
 	slots     []string
 	timeout   time.Duration // CoordinatorConfig.Timeout (default 10s)
+	replicas  int           // of the group's bucket (default 1)
 }
 
 // run is a node running in the background.
@@ -73,7 +74,7 @@ func (r *run) wait(t *testing.T, what string) (job.Result, error) {
 }
 
 func (j *workerJob) group(ctx context.Context) *tmjs.Group {
-	g, err := tmjs.NewGroup(ctx, j.srv.JetStream(j.t), "wordjob", 1)
+	g, err := tmjs.NewGroup(ctx, j.srv.JetStream(j.t), "wordjob", j.replicas)
 	if err != nil {
 		j.t.Fatal(err)
 	}
@@ -395,7 +396,8 @@ type child struct {
 }
 
 func (j *workerJob) child(t *testing.T, slot string) *child {
-	spec, _ := json.Marshal(childSpec{URL: j.srv.URL, User: j.srv.User, Password: j.srv.Password,
+	srv := j.srv.(*natstest.Server)
+	spec, _ := json.Marshal(childSpec{URL: srv.URL, User: srv.User, Password: srv.Password,
 		Slot: slot, Partitions: j.partsOf[slot], Parts: j.parts, BucketDir: j.bucketDir, Dir: t.TempDir()})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
@@ -554,6 +556,53 @@ func TestWorkersZombieCoordinatorFenced(t *testing.T) {
 		}
 	}
 	out := readOutput(t, js, "out")
+	if len(out) != n {
+		t.Fatalf("output holds %d records, want %d", len(out), n)
+	}
+	checkTotals(t, out, parts, n)
+}
+
+// TestWorkersClusterNodeKill: the job spanning hosts on a 3-node cluster,
+// input, output and the group's bucket with 3 replicas. When the first
+// checkpoint completes, the node leading the bucket is killed; the job
+// goes on through the election and ends with each input's effect once.
+func TestWorkersClusterNodeKill(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	const parts, n = 4, 3000
+	js := c.JetStream(t)
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 3); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 3); err != nil {
+		t.Fatal(err)
+	}
+	j := &workerJob{t: t, srv: c, bucketDir: t.TempDir(), parts: parts,
+		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}, replicas: 3}
+	var completed atomic.Int64
+	co := j.coordinator(func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			completed.Add(1)
+		}
+	}, nil)
+	w0 := j.worker("w0", nil)
+	w1 := j.worker("w1", nil)
+	waitFor(t, "a first checkpoint", func() bool { return completed.Load() >= 1 })
+	leaderNode(t, c, js, "KV_wordjob").Kill(t)
+	before := completed.Load()
+	res, err := co.wait(t, "coordinator")
+	if err != nil {
+		t.Fatalf("coordinator: %v", err)
+	}
+	if res.Checkpoints <= int(before) {
+		t.Fatalf("no checkpoint completed after the node was killed: %+v", res)
+	}
+	for name, w := range map[string]*run{"w0": w0, "w1": w1} {
+		if _, err := w.wait(t, name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	out := readOutput(t, c.JetStream(t), "out")
 	if len(out) != n {
 		t.Fatalf("output holds %d records, want %d", len(out), n)
 	}
