@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,6 +137,18 @@ func (g *Group) Announce(ctx context.Context, p job.Plan) error {
 		return err
 	})
 	if casConflict(err) {
+		// A retry whose first attempt landed (its reply was lost) finds
+		// its own plan: no other coordinator writes these bytes, since
+		// the epoch is in them.
+		var e natsjs.KeyValueEntry
+		if gerr := retry(ctx, func(rctx context.Context) error {
+			var err error
+			e, err = g.kv.Get(rctx, planKey)
+			return err
+		}); gerr == nil && bytes.Equal(e.Value(), body) {
+			g.rev = e.Revision()
+			return nil
+		}
 		return fmt.Errorf("jetstream: group: the plan was written by another coordinator: %w", checkpoint.ErrFenced)
 	}
 	if err != nil {
