@@ -608,3 +608,23 @@ func TestWorkersClusterNodeKill(t *testing.T) {
 	}
 	checkTotals(t, out, parts, n)
 }
+
+// TestGroupNeedsCredentials: the workers' only authentication is NATS's:
+// a process without the server's credentials cannot even connect, so it
+// can neither join a slot nor write a report.
+func TestGroupNeedsCredentials(t *testing.T) {
+	srv := natstest.StartEmbedded(t)
+	nc, err := nats.Connect(srv.URL, nats.Timeout(5*time.Second))
+	if err == nil {
+		nc.Close()
+		t.Fatal("a connection without credentials was accepted")
+	}
+	nc, err = nats.Connect(srv.URL, nats.UserInfo(srv.User, "wrong"), nats.Timeout(5*time.Second))
+	if err == nil {
+		nc.Close()
+		t.Fatal("a connection with a wrong password was accepted")
+	}
+	if _, err := tmjs.NewGroup(t.Context(), srv.JetStream(t), "wordjob", 1); err != nil {
+		t.Fatalf("with the credentials: %v", err)
+	}
+}
