@@ -77,6 +77,13 @@ type workersState struct {
 // answer within Timeout) is abandoned, nothing of it committed, and a new
 // generation restarts every worker from the last completed checkpoint.
 //
+// The job may resume with other Slots than the checkpoint's (a rescale,
+// Plan.Rescale): each worker then restores the owners it declares and
+// seeks its Source with the old slots' offsets merged (JSON objects
+// keyed by partition; other offsets are refused before anything). The
+// first barrier fails with ErrConfig if an owner of the checkpoint, or a
+// key of its offsets (a partition), is left to no slot.
+//
 // A coordinator fenced by a newer one (on the store or in the Group)
 // returns an error wrapping checkpoint.ErrFenced. Cancelling ctx stops it
 // as a crash would: a standby started with the same config takes over.
@@ -131,6 +138,7 @@ type coordinator struct {
 	restore string
 	owners  map[string][]string
 	offsets map[string]json.RawMessage
+	rescale bool   // restore was taken by other slots
 	lastID  string // greatest checkpoint id used
 	pending pendingRestore
 }
@@ -171,16 +179,29 @@ func readWorkersState(cp *checkpoint.CheckpointData) (workersState, error) {
 	return ws, nil
 }
 
-// sameSlots refuses a checkpoint taken by a slot not in Slots: its
-// owners' state and its Source's offsets would be dropped.
-func (c *coordinator) sameSlots(cp *checkpoint.CheckpointData, ws workersState) error {
-	for slot := range ws.Writers {
-		if !slices.Contains(c.cfg.Slots, slot) {
-			return fmt.Errorf("%w: checkpoint %s was taken by slots %v; slot %q is not in Slots %v (a job in worker mode resumes with the slots it started with)",
-				ErrConfig, cp.ID, slices.Sorted(maps.Keys(ws.Writers)), slot, c.cfg.Slots)
-		}
+// resume returns the offsets each slot resumes cp from. With the slots
+// that took cp, each gets its own; with others (a rescale), each gets
+// every old slot's offsets merged, and a checkpoint whose offsets cannot
+// be merged (not JSON objects keyed by partition) is refused.
+func (c *coordinator) resume(cp *checkpoint.CheckpointData, ws workersState) (map[string]json.RawMessage, bool, error) {
+	var bySlot map[string]json.RawMessage
+	if err := json.Unmarshal(cp.Offsets(), &bySlot); err != nil {
+		return nil, false, fmt.Errorf("job: checkpoint %s: offsets: %w", cp.ID, err)
 	}
-	return nil
+	old := slices.Sorted(maps.Keys(ws.Writers))
+	if slices.Equal(old, slices.Sorted(slices.Values(c.cfg.Slots))) {
+		return bySlot, false, nil
+	}
+	merged, err := mergeOffsets(bySlot)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: checkpoint %s was taken by slots %v, not %v, and its offsets cannot be handed to other slots: %w",
+			ErrConfig, cp.ID, old, c.cfg.Slots, err)
+	}
+	out := map[string]json.RawMessage{}
+	for _, s := range c.cfg.Slots {
+		out[s] = merged
+	}
+	return out, true, nil
 }
 
 func (c *coordinator) run(ctx context.Context) error {
@@ -199,7 +220,7 @@ func (c *coordinator) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := c.sameSlots(cp, ws); err != nil {
+		if _, _, err := c.resume(cp, ws); err != nil {
 			return err
 		}
 	}
@@ -236,13 +257,10 @@ func (c *coordinator) run(ctx context.Context) error {
 		}
 		// Every slot of the checkpoint must run again, or its owners'
 		// state and its Source's offsets would be dropped.
-		if err := c.sameSlots(cp, ws); err != nil {
+		if c.offsets, c.rescale, err = c.resume(cp, ws); err != nil {
 			return err
 		}
 		c.restore, c.owners = cp.ID, ws.Owners
-		if err := json.Unmarshal(cp.Offsets(), &c.offsets); err != nil {
-			return fmt.Errorf("job: checkpoint %s: offsets: %w", cp.ID, err)
-		}
 		c.res.Restored = cp.ID
 	}
 
@@ -296,7 +314,7 @@ func (c *coordinator) run(ctx context.Context) error {
 			}
 		}
 		gen++
-		plan := Plan{Epoch: c.epoch, Gen: gen, Restore: c.restore, Owners: c.owners, Offsets: c.offsets, Members: map[string]string{}}
+		plan := Plan{Epoch: c.epoch, Gen: gen, Restore: c.restore, Owners: c.owners, Offsets: c.offsets, Rescale: c.rescale, Members: map[string]string{}}
 		for _, s := range cfg.Slots {
 			plan.Members[s] = cur[s]
 		}
@@ -429,6 +447,27 @@ func (c *coordinator) persist(ctx context.Context, cc *checkpoint.Coordinator, i
 		}
 		eof = eof && r.EOF
 	}
+	// Nothing of the checkpoint resumed from may be left behind: every
+	// owner is run by a slot, and on a rescale every partition is read.
+	for _, owners := range c.owners {
+		for _, o := range owners {
+			if _, ok := assign[o]; !ok {
+				return false, fmt.Errorf("%w: checkpoint %s: owner %q of checkpoint %s is run by no slot: declare it in a worker's Owners",
+					ErrConfig, id, o, c.restore)
+			}
+		}
+	}
+	if plan.Rescale {
+		old := c.offsets[c.cfg.Slots[0]] // every slot got the same merged document
+		now, err := mergeOffsets(offsets)
+		if err != nil {
+			return false, fmt.Errorf("%w: checkpoint %s: %w", ErrConfig, id, err)
+		}
+		if p := uncovered(old, now); p != "" {
+			return false, fmt.Errorf("%w: checkpoint %s: offsets %s of checkpoint %s are read by no slot: that input would be skipped",
+				ErrConfig, id, p, c.restore)
+		}
+	}
 	if err := c.cfg.Storage.Assign(assign); err != nil {
 		return false, fmt.Errorf("job: assign owners: %w", err)
 	}
@@ -457,6 +496,7 @@ func (c *coordinator) await(ctx context.Context, cc *checkpoint.Coordinator, com
 			delete(c.writers, id)
 			c.mu.Unlock()
 			c.restore, c.owners, c.offsets = c.pending.id, c.pending.owners, c.pending.offsets
+			c.rescale = false
 			c.res.Checkpoints++
 			c.res.Last = id
 			c.observe("checkpoint", id)

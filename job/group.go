@@ -59,6 +59,11 @@ type Plan struct {
 	Restore string                     `json:"restore,omitempty"`
 	Owners  map[string][]string        `json:"owners,omitempty"`
 	Offsets map[string]json.RawMessage `json:"offsets,omitempty"`
+	// Rescale says Restore was taken by other slots: Owners are then
+	// those of Restore's slots, and each worker restores instead the
+	// owners of Restore it declares (WorkerConfig.Owners); each slot's
+	// Offsets are every old slot's offsets merged.
+	Rescale bool `json:"rescale,omitempty"`
 	// Next is the id of the first checkpoint of the generation: the
 	// transaction each worker opens. Barrier, when not empty, is the
 	// checkpoint to cut now (Next, then each NextID in turn).

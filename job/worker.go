@@ -42,13 +42,18 @@ type WorkerConfig struct {
 	// Source opens the slot's part of the input. It is called at every
 	// generation (a restart of every worker from the last checkpoint),
 	// then Seek once; a Source that is an io.Closer is closed when the
-	// generation ends.
+	// generation ends. On a rescale Seek gets every old slot's offsets
+	// merged: it must take its own partitions and ignore the others
+	// (connector/jetstream's Source does).
 	Source func(ctx context.Context) (Source, error)
 	// Processor and Sink are as in Config. The slot's state owners must
 	// be its own: no two slots may write the same owner.
 	Processor Processor
 	Sink      Sink
-	// Owners are opened at every start, so every part holds them.
+	// Owners are opened at every start, so every part holds them. On a
+	// rescale (Plan.Rescale) they are also the owners the worker restores
+	// from the checkpoint: give each partition its own owner in a job
+	// meant to change its slots.
 	Owners []string
 	// State configures the Pebble state (local mode only).
 	State state.Options
@@ -252,6 +257,18 @@ func (w *worker) start(ctx context.Context, p Plan) error {
 		}
 	}
 	owners := p.Owners[cfg.Slot]
+	if p.Rescale {
+		// Restore's owners are spread over other slots: take the ones
+		// this worker declares.
+		owners = nil
+		for _, os := range p.Owners {
+			for _, o := range os {
+				if slices.Contains(cfg.Owners, o) {
+					owners = append(owners, o)
+				}
+			}
+		}
+	}
 	var err error
 	if p.Restore != "" && len(owners) > 0 {
 		if err := w.bw.RemoveStateDir(p.Restore); err != nil {

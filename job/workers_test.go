@@ -264,13 +264,14 @@ func TestWorkersKilledWorkerAndCoordinatorExactlyOnce(t *testing.T) {
 		checkExactlyOnce(t, blobOutput(t, sinkOf(slot)), n)
 	}
 
-	// A coordinator without slot b would drop b's state: refused.
+	// Other slots resume only offsets they can merge (JSON objects keyed
+	// by partition); these are numbers: refused, before anything.
 	_, err = job.RunCoordinator(t.Context(), job.CoordinatorConfig{
 		Group: g.handle(), Storage: node(t, bucket, t.TempDir()), Slots: []string{"a"},
 		Sink: func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
 	})
 	if !errors.Is(err, job.ErrConfig) {
-		t.Fatalf("a coordinator without slot b: %v, want ErrConfig", err)
+		t.Fatalf("a coordinator with other slots: %v, want ErrConfig", err)
 	}
 }
 

@@ -628,3 +628,126 @@ func TestGroupNeedsCredentials(t *testing.T) {
 		t.Fatalf("with the credentials: %v", err)
 	}
 }
+
+// ownerPerPartition is partitionTotals with one state owner per input
+// partition, "t<p>", so that a rescale can move partitions with their
+// state.
+type ownerPerPartition struct{ parts int }
+
+func (j ownerPerPartition) Process(ctx context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
+	time.Sleep(5 * time.Millisecond)
+	out := make([]job.Record, 0, len(in))
+	for _, r := range in {
+		n, err := strconv.Atoi(string(r.Value[1:]))
+		if err != nil {
+			return nil, err
+		}
+		o, err := (partitionTotals{parts: j.parts, owner: fmt.Sprintf("t%d", n%j.parts)}).Process(ctx, st, []job.Record{r})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o...)
+	}
+	return out, nil
+}
+
+// rescaleWorker runs slot reading partitions, with the owners given.
+func (j *workerJob) rescaleWorker(slot string, partitions []int, owners []string) *run {
+	ctx, cancel := context.WithTimeout(j.t.Context(), 3*time.Minute)
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	g := j.group(ctx)
+	sink, err := j.sink(ctx, slot)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	js := j.srv.JetStream(j.t)
+	go func() {
+		defer close(r.done)
+		r.res, r.err = job.RunWorker(ctx, job.WorkerConfig{
+			Group: g, Slot: slot, Blobstore: j.bucket(), Dir: j.t.TempDir(),
+			Source: func(context.Context) (job.Source, error) {
+				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: partitions, MaxRecords: 20, StopAtEnd: true})
+			},
+			Processor: ownerPerPartition{parts: j.parts},
+			Sink:      sink,
+			Owners:    owners,
+		})
+	}()
+	return r
+}
+
+// TestWorkersRescale: a job of two workers crashes whole (coordinator and
+// workers) and resumes with three: each new worker restores the owners it
+// declares and seeks its partitions in the old slots' offsets merged. A
+// resume that would leave a partition unread is refused. The output
+// stream holds each input's effect once.
+func TestWorkersRescale(t *testing.T) {
+	srv := natstest.StartEmbedded(t)
+	const parts, n = 4, 4000
+	js := srv.JetStream(t)
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
+		t.Fatal(err)
+	}
+	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts, slots: []string{"w0", "w1"}, timeout: 2 * time.Second}
+	var completed atomic.Int64
+	count := func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			completed.Add(1)
+		}
+	}
+	c := j.coordinator(count, nil)
+	ws := []*run{
+		j.rescaleWorker("w0", []int{0, 2}, []string{"t0", "t2"}),
+		j.rescaleWorker("w1", []int{1, 3}, []string{"t1", "t3"}),
+	}
+	waitFor(t, "two checkpoints", func() bool { return completed.Load() >= 2 })
+	for _, r := range append(ws, c) {
+		r.cancel()
+		r.wait(t, "a node of the first run")
+	}
+
+	// Partition 3 read by nobody: refused at the first barrier.
+	j.slots = []string{"x", "y"}
+	c = j.coordinator(nil, nil)
+	ws = []*run{
+		j.rescaleWorker("x", []int{0, 1}, []string{"t0", "t1"}),
+		j.rescaleWorker("y", []int{2}, []string{"t2", "t3"}),
+	}
+	if _, err := c.wait(t, "the coordinator over x and y"); !errors.Is(err, job.ErrConfig) || !strings.Contains(err.Error(), "read by no slot") {
+		t.Fatalf("a resume leaving partition 3 unread: %v, want ErrConfig", err)
+	}
+	for _, r := range ws {
+		r.cancel()
+		r.wait(t, "a worker of the refused run")
+	}
+
+	// Three workers.
+	j.slots = []string{"a", "b", "c"}
+	c = j.coordinator(nil, nil)
+	ws = []*run{
+		j.rescaleWorker("a", []int{0}, []string{"t0"}),
+		j.rescaleWorker("b", []int{1, 2}, []string{"t1", "t2"}),
+		j.rescaleWorker("c", []int{3}, []string{"t3"}),
+	}
+	res, err := c.wait(t, "the coordinator over three workers")
+	if err != nil {
+		t.Fatalf("coordinator: %v", err)
+	}
+	if res.Restored == "" {
+		t.Fatalf("the rescaled job restored nothing: %+v", res)
+	}
+	for _, r := range ws {
+		if _, err := r.wait(t, "a worker"); err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	}
+	out := readOutput(t, js, "out")
+	if len(out) != n {
+		t.Fatalf("output holds %d records, want %d", len(out), n)
+	}
+	checkTotals(t, out, parts, n)
+}
