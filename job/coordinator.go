@@ -430,6 +430,14 @@ func (c *coordinator) generation(ctx context.Context, cc *checkpoint.Coordinator
 // persist hands checkpoint id, whose parts are all reported, to the
 // Coordinator, and reports whether every Source ended.
 func (c *coordinator) persist(ctx context.Context, cc *checkpoint.Coordinator, id string, plan *Plan, got map[string]Report) (bool, error) {
+	if !plan.Rescale {
+		for _, slot := range slices.Sorted(maps.Keys(got)) {
+			if p, from := moved(c.offsets, slot, got[slot].Offsets); p != "" {
+				return false, fmt.Errorf("%w: checkpoint %s: slot %s reads %s, which slot %s read in checkpoint %s: a slot keeps its partitions (give the slots new names to rescale)",
+					ErrConfig, id, slot, p, from, c.restore)
+			}
+		}
+	}
 	assign := blobstorage.Assignment{}
 	ws := workersState{Writers: map[string]string{}, Owners: map[string][]string{}}
 	offsets := map[string]json.RawMessage{}

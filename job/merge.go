@@ -84,3 +84,44 @@ func missingPath(o, n any, path string) string {
 	}
 	return ""
 }
+
+// leaves returns the key paths of a JSON document's scalar values.
+func leaves(doc json.RawMessage) map[string]bool {
+	var v any
+	out := map[string]bool{}
+	if json.Unmarshal(doc, &v) != nil {
+		return out
+	}
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			out[path] = true
+			return
+		}
+		for k, sub := range m {
+			walk(sub, path+"/"+k)
+		}
+	}
+	walk(v, "")
+	return out
+}
+
+// moved returns a key path that slot's offsets hold now, and another
+// slot's held in the checkpoint resumed from, but not slot's own: a
+// partition moved between slots without a rescale, which slot read
+// again from its beginning ("" if none).
+func moved(old map[string]json.RawMessage, slot string, now json.RawMessage) (path, from string) {
+	own := leaves(old[slot])
+	for p := range leaves(now) {
+		if own[p] {
+			continue
+		}
+		for _, other := range slices.Sorted(maps.Keys(old)) {
+			if other != slot && leaves(old[other])[p] {
+				return p, other
+			}
+		}
+	}
+	return "", ""
+}

@@ -679,7 +679,8 @@ func (j *workerJob) rescaleWorker(slot string, partitions []int, owners []string
 // TestWorkersRescale: a job of two workers crashes whole (coordinator and
 // workers) and resumes with three: each new worker restores the owners it
 // declares and seeks its partitions in the old slots' offsets merged. A
-// resume that would leave a partition unread is refused. The output
+// resume that would leave a partition unread, or that moves partitions
+// between slots that keep their names, is refused. The output
 // stream holds each input's effect once.
 func TestWorkersRescale(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
@@ -708,6 +709,21 @@ func TestWorkersRescale(t *testing.T) {
 	for _, r := range append(ws, c) {
 		r.cancel()
 		r.wait(t, "a node of the first run")
+	}
+
+	// The same slots with partitions moved between them: w0 would read
+	// partition 1 from its beginning. Refused at the first barrier.
+	c = j.coordinator(nil, nil)
+	ws = []*run{
+		j.rescaleWorker("w0", []int{0, 1}, []string{"t0", "t1"}),
+		j.rescaleWorker("w1", []int{2, 3}, []string{"t2", "t3"}),
+	}
+	if _, err := c.wait(t, "the coordinator over moved partitions"); !errors.Is(err, job.ErrConfig) || !strings.Contains(err.Error(), "keeps its partitions") {
+		t.Fatalf("partitions moved between slots: %v, want ErrConfig", err)
+	}
+	for _, r := range ws {
+		r.cancel()
+		r.wait(t, "a worker of the refused run")
 	}
 
 	// Partition 3 read by nobody: refused at the first barrier.
