@@ -47,6 +47,15 @@ type CoordinatorConfig struct {
 	Logger *slog.Logger
 }
 
+// withCtxErr makes an error of a run whose ctx is done wrap ctx's error:
+// what failed first may be a call that said so in its own words.
+func withCtxErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), err)
+}
+
 // workersTxnPrefix starts the CheckpointData.TxnID of a worker-mode
 // record; a one-process Run refuses such a record (writerOf).
 const workersTxnPrefix = "tidemark-workers@"
@@ -86,7 +95,8 @@ type workersState struct {
 //
 // A coordinator fenced by a newer one (on the store or in the Group)
 // returns an error wrapping checkpoint.ErrFenced. Cancelling ctx stops it
-// as a crash would: a standby started with the same config takes over.
+// as a crash would (the error wraps ctx's): a standby started with the
+// same config takes over.
 func RunCoordinator(ctx context.Context, cfg CoordinatorConfig) (Result, error) {
 	if cfg.Group == nil || cfg.Storage == nil || cfg.Sink == nil || len(cfg.Slots) == 0 {
 		return Result{}, fmt.Errorf("%w: Group, Storage, Slots and Sink are required", ErrConfig)
@@ -117,7 +127,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig) (Result, error) 
 		sinks[s] = sk
 	}
 	c := &coordinator{cfg: cfg, sinks: sinks, writers: map[string]map[string]string{}}
-	err := c.run(ctx)
+	err := withCtxErr(ctx, c.run(ctx))
 	if errors.Is(err, checkpoint.ErrFenced) {
 		err = fmt.Errorf("job: coordinator fenced: another coordinator took over: %w", err)
 	}

@@ -88,7 +88,8 @@ type WorkerConfig struct {
 // It returns nil once the coordinator announced the end, an error
 // wrapping ErrReplaced if another incarnation took its slot, and any
 // other error (Source, Processor, Sink, store) as it happens: start it
-// again. Cancelling ctx stops it as a crash would.
+// again. Cancelling ctx stops it as a crash would, with an error wrapping
+// ctx's.
 func RunWorker(ctx context.Context, cfg WorkerConfig) (Result, error) {
 	if cfg.Group == nil || cfg.Blobstore == nil || cfg.Dir == "" || cfg.Source == nil || cfg.Processor == nil || cfg.Sink == nil {
 		return Result{}, fmt.Errorf("%w: Group, Slot, Blobstore, Dir, Source, Processor and Sink are required", ErrConfig)
@@ -119,7 +120,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (Result, error) {
 	}
 	w := &worker{cfg: cfg, id: id, bw: bw}
 	w.res.Writer = id
-	err = w.run(ctx)
+	err = withCtxErr(ctx, w.run(ctx))
 	if cerr := w.closeGen(); cerr != nil && err == nil {
 		err = cerr
 	}

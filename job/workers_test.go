@@ -156,7 +156,7 @@ func (s ownedSummer) Process(_ context.Context, st *state.Store, in []job.Record
 		total += n
 		out[i] = job.Record{Key: r.Key, Value: []byte(strconv.Itoa(total))}
 	}
-	time.Sleep(time.Millisecond) // kills land mid-run
+	time.Sleep(2 * time.Millisecond) // kills land mid-run
 	return out, o.Set([]byte("total"), []byte(strconv.Itoa(total)))
 }
 
