@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -158,76 +159,142 @@ func (g *Group) Announce(ctx context.Context, p job.Plan) error {
 	return nil
 }
 
-// watch forwards the updates of keys to f until ctx is done; initial
-// values first, then a call with nil once they are delivered (unless
-// updatesOnly).
-func (g *Group) watch(ctx context.Context, keys string, updatesOnly bool, f func(natsjs.KeyValueEntry) bool, done func()) error {
-	var opts []natsjs.WatchOpt
-	if updatesOnly {
-		opts = append(opts, natsjs.UpdatesOnly())
-	}
+// pollEvery is how often a Group reads its keys again besides watching
+// them: a watch (an ordered consumer) can stall across a stream leader
+// change, and a missed plan or report would stop the job.
+const pollEvery = 500 * time.Millisecond
+
+// follow hands f every new value of the keys matching filter, each
+// revision once and in order per key: from a watch, and from reading the
+// keys again every pollEvery. f is called with nil once the watch has
+// delivered the values present at the start. f runs on one goroutine at a
+// time; returning false stops following. done runs once both readers
+// stopped (ctx done, or f returned false).
+func (g *Group) follow(ctx context.Context, filter string, f func(natsjs.KeyValueEntry) bool, done func()) error {
+	ctx, cancel := context.WithCancel(ctx)
 	var w natsjs.KeyWatcher
 	err := retry(ctx, func(rctx context.Context) error {
 		var err error
-		w, err = g.kv.Watch(ctx, keys, opts...) // the watch lives with ctx
+		w, err = g.kv.Watch(ctx, filter) // the watch lives with ctx
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("jetstream: group: watch %s: %w", keys, err)
+		cancel()
+		return fmt.Errorf("jetstream: group: watch %s: %w", filter, err)
 	}
+	var mu sync.Mutex
+	seen := map[string]uint64{} // key -> last revision handed to f
+	hand := func(e natsjs.KeyValueEntry) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if e != nil {
+			if e.Revision() <= seen[e.Key()] {
+				return
+			}
+			seen[e.Key()] = e.Revision()
+		}
+		if !f(e) {
+			cancel()
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer done()
+		defer wg.Done()
 		defer func() { _ = w.Stop() }()
 		for {
 			select {
 			case e, ok := <-w.Updates():
-				if !ok || !f(e) {
-					return
+				if !ok {
+					return // the poll goes on
 				}
+				hand(e)
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(pollEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			for _, e := range g.read(ctx, filter) {
+				hand(e)
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		cancel()
+		done()
+	}()
 	return nil
+}
+
+// read returns the current entries of the keys matching filter, or what
+// it could read of them within a request's time.
+func (g *Group) read(ctx context.Context, filter string) []natsjs.KeyValueEntry {
+	rctx, cancel := request(ctx)
+	defer cancel()
+	keys := []string{filter}
+	if strings.HasSuffix(filter, ">") {
+		l, err := g.kv.ListKeysFiltered(rctx, filter)
+		if err != nil {
+			return nil
+		}
+		keys = nil
+		for k := range l.Keys() {
+			keys = append(keys, k)
+		}
+		_ = l.Stop()
+	}
+	var out []natsjs.KeyValueEntry
+	for _, k := range keys {
+		e, err := g.kv.Get(rctx, k)
+		if err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Members delivers the holder of every slot, at once and on changes.
 func (g *Group) Members(ctx context.Context) (<-chan map[string]string, error) {
 	ch := make(chan map[string]string, 1)
 	cur := map[string]string{}
-	initial := true
-	send := func() bool {
+	err := g.follow(ctx, slotPrefix+">", func(e natsjs.KeyValueEntry) bool {
+		if e != nil {
+			slot := strings.TrimPrefix(e.Key(), slotPrefix)
+			if e.Operation() == natsjs.KeyValuePut {
+				cur[slot] = string(e.Value())
+			} else {
+				delete(cur, slot)
+			}
+		}
 		select {
 		case <-ch: // only the latest matters
 		default:
 		}
 		ch <- maps.Clone(cur)
 		return true
-	}
-	err := g.watch(ctx, slotPrefix+">", false, func(e natsjs.KeyValueEntry) bool {
-		if e == nil {
-			initial = false
-			return send()
-		}
-		slot := strings.TrimPrefix(e.Key(), slotPrefix)
-		if e.Operation() == natsjs.KeyValuePut {
-			cur[slot] = string(e.Value())
-		} else {
-			delete(cur, slot)
-		}
-		if initial {
-			return true
-		}
-		return send()
 	}, func() { close(ch) })
 	return ch, err
 }
 
-// Reports delivers the reports written from now on.
+// Reports delivers the reports in the bucket, then every report written:
+// a report of an earlier barrier is told apart by its fields.
 func (g *Group) Reports(ctx context.Context) (<-chan job.Report, error) {
 	ch := make(chan job.Report, 64)
-	err := g.watch(ctx, reportPrefix+">", true, func(e natsjs.KeyValueEntry) bool {
+	err := g.follow(ctx, reportPrefix+">", func(e natsjs.KeyValueEntry) bool {
 		if e == nil || e.Operation() != natsjs.KeyValuePut {
 			return true
 		}
@@ -279,7 +346,7 @@ func (g *Group) Join(ctx context.Context, slot, worker string) (<-chan job.Plan,
 		break
 	}
 	ch := make(chan job.Plan, 16)
-	err := g.watch(ctx, planKey, false, func(e natsjs.KeyValueEntry) bool {
+	err := g.follow(ctx, planKey, func(e natsjs.KeyValueEntry) bool {
 		if e == nil || e.Operation() != natsjs.KeyValuePut {
 			return true
 		}

@@ -564,8 +564,11 @@ func TestWorkersZombieCoordinatorFenced(t *testing.T) {
 
 // TestWorkersClusterNodeKill: the job spanning hosts on a 3-node cluster,
 // input, output and the group's bucket with 3 replicas. When the first
-// checkpoint completes, the node leading the bucket is killed; the job
-// goes on through the election and ends with each input's effect once.
+// checkpoint completes, the node leading the bucket is killed. The job
+// goes on through the election; a worker whose connection stays stuck in
+// a call to the dead node (no progress for 8 s, as a liveness probe would
+// see) is replaced by a new incarnation, the stuck one left as a zombie.
+// Each input's effect is in the output once.
 func TestWorkersClusterNodeKill(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
 	const parts, n = 4, 3000
@@ -585,11 +588,44 @@ func TestWorkersClusterNodeKill(t *testing.T) {
 			completed.Add(1)
 		}
 	}, nil)
-	w0 := j.worker("w0", nil)
-	w1 := j.worker("w1", nil)
+	var mu sync.Mutex
+	last := map[string]time.Time{}
+	current := map[string]*run{}
+	start := func(slot string) {
+		mu.Lock()
+		defer mu.Unlock()
+		last[slot] = time.Now()
+		current[slot] = j.worker(slot, func(job.Event) {
+			mu.Lock()
+			last[slot] = time.Now()
+			mu.Unlock()
+		})
+	}
+	start("w0")
+	start("w1")
 	waitFor(t, "a first checkpoint", func() bool { return completed.Load() >= 1 })
 	leaderNode(t, c, js, "KV_wordjob").Kill(t)
 	before := completed.Load()
+
+	// The liveness probe.
+	replaced := 0
+	for done := false; !done; {
+		select {
+		case <-co.done:
+			done = true
+		case <-time.After(time.Second):
+			for _, slot := range j.slots {
+				mu.Lock()
+				stalled := time.Since(last[slot]) > 8*time.Second
+				mu.Unlock()
+				if stalled {
+					t.Logf("worker %s made no progress for 8s: replaced", slot)
+					replaced++
+					start(slot)
+				}
+			}
+		}
+	}
 	res, err := co.wait(t, "coordinator")
 	if err != nil {
 		t.Fatalf("coordinator: %v", err)
@@ -597,9 +633,9 @@ func TestWorkersClusterNodeKill(t *testing.T) {
 	if res.Checkpoints <= int(before) {
 		t.Fatalf("no checkpoint completed after the node was killed: %+v", res)
 	}
-	for name, w := range map[string]*run{"w0": w0, "w1": w1} {
-		if _, err := w.wait(t, name); err != nil {
-			t.Fatalf("%s: %v", name, err)
+	for _, slot := range j.slots {
+		if _, err := current[slot].wait(t, slot); err != nil {
+			t.Fatalf("%s: %v", slot, err)
 		}
 	}
 	out := readOutput(t, c.JetStream(t), "out")
@@ -607,6 +643,7 @@ func TestWorkersClusterNodeKill(t *testing.T) {
 		t.Fatalf("output holds %d records, want %d", len(out), n)
 	}
 	checkTotals(t, out, parts, n)
+	t.Logf("%d workers replaced", replaced)
 }
 
 // TestGroupNeedsCredentials: the workers' only authentication is NATS's:
