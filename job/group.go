@@ -28,7 +28,9 @@ type Group interface {
 	// Members delivers, at once and then on every change, which worker
 	// (an incarnation id, blobstorage.NewWorkerID) holds each slot.
 	Members(ctx context.Context) (<-chan map[string]string, error)
-	// Reports delivers the reports workers send from now on.
+	// Reports delivers the reports workers send from now on; it may
+	// deliver older ones too (the coordinator tells a report of another
+	// barrier, generation or incarnation by its fields).
 	Reports(ctx context.Context) (<-chan Report, error)
 
 	// Join makes worker the holder of slot (a later Join of the slot by
