@@ -21,9 +21,9 @@ var ErrConfig = errors.New("job: invalid config")
 // Config describes a job. Storage, Dir, Source, Processor and Sink are
 // required; every other zero field takes the default documented on it.
 //
-// Config describes one process that runs the whole job. A worker of a job
-// spanning hosts (blobstorage.Worker underneath) will be selected by a
-// further field; the user's Source, Processor and Sink stay the same.
+// Config describes one process that runs the whole job. A job spanning
+// hosts runs the same Processor with RunCoordinator and RunWorker
+// (CoordinatorConfig, WorkerConfig) instead.
 type Config struct {
 	// Storage keeps the checkpoints: a *blobstorage.Storage (resumable
 	// on any node) or any checkpoint.Storage. A Storage with a writer

@@ -50,4 +50,19 @@
 // a paused process on the same disk is refused there, not shared with. A writer fenced by a newer one stops at
 // once with an error wrapping checkpoint.ErrFenced, aborting nothing.
 // BlobSink is a Sink on any Blobstore that follows this contract.
+//
+// # Jobs spanning hosts
+//
+// RunCoordinator and RunWorker run one job over several processes: a
+// coordinator (holding the writer role) and one worker per slot, each
+// reading its own part of the input, keeping its own state owners and
+// writing its own sink transaction of every checkpoint. They reach each
+// other through a Group (connector/jetstream has one over NATS) and the
+// store only. At each barrier every worker saves its part
+// (blobstorage.Worker.SavePart) and prepares its transaction; the
+// coordinator persists the record once every part is in and commits each
+// slot's transaction under the same roll-forward contract. A failed
+// barrier restarts every worker from the last completed checkpoint; a
+// standby coordinator takes over by taking the writer role and leading
+// the Group at its greater epoch.
 package job

@@ -42,4 +42,12 @@
 //
 // Why ordered consumers, the stall handling, the commit's headers and the
 // batch limits are in docs/jetstream.md.
+//
+// A job spanning hosts (job.RunWorker) gives each worker a Sink with its
+// slot as SinkConfig.Part: its markers go to
+// "<stream>.txn.<part>.<checkpoint id>.<chunk>", so every slot commits its
+// own transaction of each checkpoint. Group is a job.Group over a
+// key-value bucket: the coordinator's plan (fenced by compare-and-set on
+// its revision), the slots' holders and the workers' reports; workers and
+// coordinator reach each other only through it and the store.
 package jetstream

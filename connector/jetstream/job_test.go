@@ -21,14 +21,21 @@ import (
 )
 
 // partitionTotals is the job of the end-to-end tests: per input partition
-// (the record's number modulo parts) it keeps the running total of the
+// (the record's number modulo parts) it keeps, in owner, the running total of the
 // numbers in the state and emits "<p>:<n>:<total>". Per-partition totals
 // do not depend on how Next interleaves partitions, so the whole output
 // is known in advance.
-type partitionTotals struct{ parts int }
+type partitionTotals struct {
+	parts int
+	owner string // the state owner ("totals" if empty)
+}
 
 func (j partitionTotals) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
-	totals, err := st.Owner("totals")
+	owner := j.owner
+	if owner == "" {
+		owner = "totals"
+	}
+	totals, err := st.Owner(owner)
 	if err != nil {
 		return nil, err
 	}

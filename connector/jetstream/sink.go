@@ -50,9 +50,9 @@ const DefaultMaxBatch = 1000
 // SinkConfig configures a Sink.
 type SinkConfig struct {
 	// Stream is the output stream. Records go to "<Stream>.<p>"; the
-	// commit markers to "<Stream>.txn.<checkpoint id>.<chunk>", which a
-	// consumer filtering "<Stream>.*" never sees. CreateOutputStreams
-	// makes a stream that fits.
+	// commit markers to "<Stream>.txn.<checkpoint id>.<chunk>" (see
+	// Part), which a consumer filtering "<Stream>.*" never sees.
+	// CreateOutputStreams makes a stream that fits.
 	Stream string
 	// Partitions is how many data subjects records are spread over, by
 	// PartitionOf(key) (default 1).
@@ -63,6 +63,13 @@ type SinkConfig struct {
 	// MaxBatchBytes bounds the record bytes of one atomic batch (default
 	// 8 MiB), which the server proposes and stores as one unit.
 	MaxBatchBytes int
+	// Part, if not empty, names the part of a job spanning hosts this
+	// sink writes for (job.WorkerConfig.Sink: the worker's slot). Every
+	// part commits its own transaction of each checkpoint id, so its
+	// markers go to "<Stream>.txn.<Part>.<checkpoint id>.<chunk>" and its
+	// staging to a subject of its own. The coordinator commits a slot's
+	// transactions with a sink of the same Part.
+	Part string
 }
 
 // Sink is an exactly-once JetStream sink (job.Sink) under the
@@ -219,13 +226,21 @@ func CreateOutputStreams(ctx context.Context, js natsjs.JetStream, name string, 
 }
 
 func (s *Sink) stagingSubject(txn job.Txn) string {
-	return s.stage + "." + token(txn.ID) + "." + token(txn.Writer)
+	return s.stage + "." + s.part() + token(txn.ID) + "." + token(txn.Writer)
+}
+
+// part is the subject tokens of SinkConfig.Part, with their dot.
+func (s *Sink) part() string {
+	if s.cfg.Part == "" {
+		return ""
+	}
+	return token(s.cfg.Part) + "."
 }
 
 // MarkerSubject returns the subject of chunk's commit marker of checkpoint
 // id in the output stream.
 func (s *Sink) MarkerSubject(id string, chunk int) string {
-	return s.cfg.Stream + ".txn." + token(id) + "." + strconv.Itoa(chunk)
+	return s.cfg.Stream + ".txn." + s.part() + token(id) + "." + strconv.Itoa(chunk)
 }
 
 // Write stages recs in txn. Nothing reaches the output stream.

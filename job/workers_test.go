@@ -1,0 +1,308 @@
+package job_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/memstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/state"
+)
+
+// hub is an in-memory job.Group shared by the nodes of a test; each node
+// uses its own handle (a coordinator's compare-and-set revision is its
+// own, as with connector/jetstream's Group).
+type hub struct {
+	mu      sync.Mutex
+	plan    job.Plan
+	rev     uint64
+	members map[string]string
+	plans   map[chan job.Plan]bool
+	mems    map[chan map[string]string]bool
+	reports map[chan job.Report]bool
+}
+
+func newHub() *hub {
+	return &hub{members: map[string]string{}, plans: map[chan job.Plan]bool{},
+		mems: map[chan map[string]string]bool{}, reports: map[chan job.Report]bool{}}
+}
+
+type handle struct {
+	h   *hub
+	rev uint64
+}
+
+func (h *hub) handle() *handle { return &handle{h: h} }
+
+func (g *handle) Lead(_ context.Context, epoch uint64) error {
+	h := g.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.plan.Epoch > epoch {
+		return checkpoint.ErrFenced
+	}
+	h.rev++
+	h.plan, g.rev = job.Plan{Epoch: epoch}, h.rev
+	h.sendPlanLocked()
+	return nil
+}
+
+func (g *handle) Announce(_ context.Context, p job.Plan) error {
+	h := g.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rev != g.rev {
+		return checkpoint.ErrFenced
+	}
+	h.rev++
+	h.plan, g.rev = p, h.rev
+	h.sendPlanLocked()
+	return nil
+}
+
+func (h *hub) sendPlanLocked() {
+	for ch := range h.plans {
+		ch <- h.plan // buffered deep enough for a test
+	}
+}
+
+func (h *hub) sendMembersLocked() {
+	for ch := range h.mems {
+		select {
+		case <-ch:
+		default:
+		}
+		ch <- maps.Clone(h.members)
+	}
+}
+
+// sub registers ch in set until ctx is done, then closes it.
+func sub[C any](ctx context.Context, h *hub, set map[chan C]bool, ch chan C) {
+	set[ch] = true
+	go func() {
+		<-ctx.Done()
+		h.mu.Lock()
+		delete(set, ch)
+		close(ch)
+		h.mu.Unlock()
+	}()
+}
+
+func (g *handle) Members(ctx context.Context) (<-chan map[string]string, error) {
+	h := g.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan map[string]string, 1)
+	ch <- maps.Clone(h.members)
+	sub(ctx, h, h.mems, ch)
+	return ch, nil
+}
+
+func (g *handle) Reports(ctx context.Context) (<-chan job.Report, error) {
+	h := g.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan job.Report, 1024)
+	sub(ctx, h, h.reports, ch)
+	return ch, nil
+}
+
+func (g *handle) Join(ctx context.Context, slot, worker string) (<-chan job.Plan, error) {
+	h := g.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.members[slot] = worker
+	h.sendMembersLocked()
+	ch := make(chan job.Plan, 4096)
+	ch <- h.plan
+	sub(ctx, h, h.plans, ch)
+	return ch, nil
+}
+
+func (g *handle) Report(_ context.Context, r job.Report) error {
+	h := g.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.reports {
+		ch <- r
+	}
+	return nil
+}
+
+// ownedSummer is summer on a state owner of its own.
+type ownedSummer struct{ owner string }
+
+func (s ownedSummer) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
+	o, err := st.Owner(s.owner)
+	if err != nil {
+		return nil, err
+	}
+	v, _, err := o.Get([]byte("total"))
+	if err != nil {
+		return nil, err
+	}
+	total, _ := strconv.Atoi(string(v))
+	out := make([]job.Record, len(in))
+	for i, r := range in {
+		n, _ := strconv.Atoi(string(r.Key))
+		total += n
+		out[i] = job.Record{Key: r.Key, Value: []byte(strconv.Itoa(total))}
+	}
+	time.Sleep(2 * time.Millisecond) // kills land mid-run
+	return out, o.Set([]byte("total"), []byte(strconv.Itoa(total)))
+}
+
+type bg struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    job.Result
+	err    error
+}
+
+func (b *bg) wait(t *testing.T) (job.Result, error) {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a node did not return")
+	}
+	return b.res, b.err
+}
+
+func goRun(t *testing.T, f func(context.Context) (job.Result, error)) *bg {
+	ctx, cancel := context.WithCancel(t.Context())
+	b := &bg{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		b.res, b.err = f(ctx)
+	}()
+	return b
+}
+
+// TestWorkersKilledWorkerAndCoordinatorExactlyOnce: a job of two workers
+// on a BlobSink per slot. A worker is killed mid-run and replaced on an
+// empty disk, then the coordinator is killed and a standby takes over.
+// Each slot's output holds each input's effect once, with the totals of
+// one uninterrupted run.
+func TestWorkersKilledWorkerAndCoordinatorExactlyOnce(t *testing.T) {
+	const n = 1500
+	bucket := memstore.New()
+	g := newHub()
+	slots := []string{"a", "b"}
+	sinkOf := func(slot string) *job.BlobSink { return job.NewBlobSink(bucket, "out/"+slot+"/") }
+	var completed atomic.Int64
+	coordinator := func() *bg {
+		disk := t.TempDir()
+		return goRun(t, func(ctx context.Context) (job.Result, error) {
+			return job.RunCoordinator(ctx, job.CoordinatorConfig{
+				Group: g.handle(), Storage: node(t, bucket, disk), Slots: slots,
+				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
+				Interval: 20 * time.Millisecond, Timeout: 5 * time.Second,
+				Observe: func(e job.Event) {
+					if e.Kind == "checkpoint" {
+						completed.Add(1)
+					}
+				},
+			})
+		})
+	}
+	var bRecords atomic.Uint64
+	worker := func(slot string, bs blobstore.Blobstore) *bg {
+		return goRun(t, func(ctx context.Context) (job.Result, error) {
+			return job.RunWorker(ctx, job.WorkerConfig{
+				Group: g.handle(), Slot: slot, Blobstore: bs, Dir: t.TempDir(),
+				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
+				Processor: ownedSummer{owner: "sum-" + slot},
+				Sink:      sinkOf(slot),
+				Owners:    []string{"sum-" + slot},
+				State:     smallState,
+				Observe: func(e job.Event) {
+					if slot == "b" {
+						bRecords.Store(e.Records)
+					}
+				},
+			})
+		})
+	}
+	c1 := coordinator()
+	wa := worker("a", bucket)
+	wb := worker("b", bucket)
+	waitUntil(t, func() bool { return completed.Load() >= 1 && bRecords.Load() >= 200 })
+	wb.cancel()
+	if _, err := wb.wait(t); !errors.Is(err, context.Canceled) {
+		t.Fatalf("worker b: %v, want it killed", err)
+	}
+	before := completed.Load()
+	wb2 := worker("b", bucket)
+	waitUntil(t, func() bool { return completed.Load() >= before+2 })
+	c1.cancel()
+	if _, err := c1.wait(t); !errors.Is(err, context.Canceled) {
+		t.Fatalf("coordinator: %v, want it killed", err)
+	}
+	c2 := coordinator()
+	res, err := c2.wait(t)
+	if err != nil {
+		t.Fatalf("standby coordinator: %v", err)
+	}
+	if res.Restored == "" {
+		t.Fatalf("the standby restored nothing: %+v", res)
+	}
+	for _, w := range []*bg{wa, wb2} {
+		if _, err := w.wait(t); err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	}
+	for _, slot := range slots {
+		checkExactlyOnce(t, blobOutput(t, sinkOf(slot)), n)
+	}
+
+	// Other slots resume only offsets they can merge (JSON objects keyed
+	// by partition); these are numbers: refused, before anything.
+	_, err = job.RunCoordinator(t.Context(), job.CoordinatorConfig{
+		Group: g.handle(), Storage: node(t, bucket, t.TempDir()), Slots: []string{"a"},
+		Sink: func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
+	})
+	if !errors.Is(err, job.ErrConfig) {
+		t.Fatalf("a coordinator with other slots: %v, want ErrConfig", err)
+	}
+}
+
+// TestRunWorkerRefusesBadConfig: a worker without what it needs, or with
+// a slot that cannot name a worker, is refused before it touches anything.
+func TestRunWorkerRefusesBadConfig(t *testing.T) {
+	_, err := job.RunWorker(t.Context(), job.WorkerConfig{Slot: "a"})
+	if !errors.Is(err, job.ErrConfig) {
+		t.Fatalf("empty config: %v, want ErrConfig", err)
+	}
+	_, err = job.RunWorker(t.Context(), job.WorkerConfig{
+		Group: newHub().handle(), Slot: "a/b", Blobstore: memstore.New(), Dir: t.TempDir(),
+		Source:    func(context.Context) (job.Source, error) { return &source{}, nil },
+		Processor: summer{}, Sink: newLedger().sink(),
+	})
+	if !errors.Is(err, job.ErrConfig) {
+		t.Fatalf("slot a/b: %v, want ErrConfig", err)
+	}
+	_, err = job.RunCoordinator(t.Context(), job.CoordinatorConfig{Group: newHub().handle()})
+	if !errors.Is(err, job.ErrConfig) {
+		t.Fatalf("coordinator without Storage: %v, want ErrConfig", err)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
