@@ -94,6 +94,9 @@ func (o *Owner) hydrate(ctx context.Context, lo, hi []byte) error {
 		return o.errorf("hydrate", nil, err)
 	}
 	defer o.s.release()
+	if len(lo) == 0 {
+		lo = nil // see Scan: an empty non-nil bound panics under -race
+	}
 	it, err := o.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return o.errorf("hydrate", nil, err)

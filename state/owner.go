@@ -121,7 +121,11 @@ func (o *Owner) Apply(fn func(b *Batch) error) (err error) {
 // taken when iteration starts. An error is yielded once, as the last
 // element. Breaking out of the loop releases the iterator.
 func (o *Owner) Scan(prefix []byte) iter.Seq2[KV, error] {
-	lower := bytes.Clone(prefix)
+	var lower []byte // nil for no bound: under -race Pebble reads the
+	// first byte of any non-nil bound, so an empty one panics
+	if len(prefix) > 0 {
+		lower = bytes.Clone(prefix)
+	}
 	upper := prefixEnd(prefix)
 	return func(yield func(KV, error) bool) {
 		if err := o.s.acquire(); err != nil {
