@@ -33,6 +33,15 @@ func (w *World) replicator(ctx context.Context, p *proc, n int) {
 			t := time.NewTimer(3 * time.Second)
 			defer t.Stop()
 			<-t.C
+			w.mu.Lock()
+			stopping = w.stopping
+			if stopping {
+				w.repDone = true
+			}
+			w.mu.Unlock()
+			if stopping {
+				return // the run ended meanwhile: nothing would stop it
+			}
 			w.spawn(fmt.Sprintf("r%d", n+1), false, func(ctx context.Context, p *proc) { w.replicator(ctx, p, n+1) })
 		}
 	}()
@@ -40,11 +49,12 @@ func (w *World) replicator(ctx context.Context, p *proc, n int) {
 	rep := blobstorage.NewReplicator(w.job, w.replica, blobstorage.ReplicateOptions{
 		Keep: keep, Grace: grace, PinTTL: pinTTL, GCEvery: 3, Name: p.name, Concurrency: 1,
 	})
-	for {
+	for pass := 0; ; pass++ {
 		// Once the job is done, one more pass (its last checkpoint),
-		// then stop: the run ends when every process has.
+		// then stop: the run ends when every process has. A run that
+		// ends otherwise (its step budget) cancels ctx.
 		w.mu.Lock()
-		jobDone := w.finished
+		jobDone := w.finished || pass >= 500
 		w.mu.Unlock()
 		t := time.NewTimer(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
 		select {
