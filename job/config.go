@@ -54,8 +54,9 @@ type Config struct {
 	EveryRecords uint64
 	// GCEvery runs the Storage's garbage collection (for a
 	// *blobstorage.Storage: GC, whose retention is its Options.Keep and
-	// Options.Grace) after every GCEvery completed checkpoints. Zero
-	// means 5; negative never. A GC that finds this writer fenced stops
+	// Options.Grace) after the first completed checkpoint of a run (so
+	// that a job restarting often still collects what its crashed runs
+	// left) and then after every GCEvery. Zero means 5; negative never. A GC that finds this writer fenced stops
 	// the job; other GC errors are logged.
 	GCEvery int
 

@@ -37,8 +37,8 @@ type CoordinatorConfig struct {
 	// barrier not answered in time (a worker died) starts a new
 	// generation from the last checkpoint. Zero means 30s.
 	Timeout time.Duration
-	// GCEvery runs Storage.GC after every GCEvery completed checkpoints.
-	// Zero means 5; negative never.
+	// GCEvery runs Storage.GC after the first completed checkpoint of a
+	// run and then after every GCEvery. Zero means 5; negative never.
 	GCEvery int
 	// Observe hears "start" (a generation starts from Checkpoint),
 	// "checkpoint" (Checkpoint completed) and "stop".
@@ -518,7 +518,7 @@ func (c *coordinator) await(ctx context.Context, cc *checkpoint.Coordinator, com
 			c.res.Checkpoints++
 			c.res.Last = id
 			c.observe("checkpoint", id)
-			if c.cfg.GCEvery > 0 && c.res.Checkpoints%c.cfg.GCEvery == 0 {
+			if c.cfg.GCEvery > 0 && (c.res.Checkpoints == 1 || c.res.Checkpoints%c.cfg.GCEvery == 0) {
 				if _, err := c.cfg.Storage.GC(ctx, blobstorage.GCOptions{}); errors.Is(err, checkpoint.ErrFenced) {
 					return fmt.Errorf("job: gc: %w", err)
 				} else if err != nil {

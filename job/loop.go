@@ -224,7 +224,9 @@ func (r *runner) wait(ctx context.Context, id string) error {
 }
 
 // done hears of completed checkpoint id: it prunes the local state of
-// older ones and runs GC every GCEvery. Only a fenced GC is an error.
+// older ones and runs GC after the run's first checkpoint (what crashed
+// runs left: a job that restarts often would otherwise never collect)
+// and then every GCEvery. Only a fenced GC is an error.
 func (r *runner) done(ctx context.Context, id string) error {
 	r.res.Checkpoints++
 	r.res.Last = id
@@ -241,7 +243,7 @@ func (r *runner) done(ctx context.Context, id string) error {
 	}
 	r.observe("checkpoint", id)
 	g, ok := r.cfg.Storage.(gcer)
-	if !ok || r.cfg.GCEvery < 0 || r.res.Checkpoints%r.cfg.GCEvery != 0 {
+	if !ok || r.cfg.GCEvery < 0 || (r.res.Checkpoints != 1 && r.res.Checkpoints%r.cfg.GCEvery != 0) {
 		return nil
 	}
 	if _, err := g.GC(ctx, blobstorage.GCOptions{}); errors.Is(err, checkpoint.ErrFenced) {

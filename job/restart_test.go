@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
@@ -73,5 +75,47 @@ func TestRandomRestartsExactlyOnce(t *testing.T) {
 				checkExactlyOnce(t, l.output(), n)
 			}
 		})
+	}
+}
+
+// A job whose runs each die after two checkpoints (a crash loop, or short
+// runs) still collects what its earlier runs left: GC runs after a run's
+// first checkpoint, not only every GCEvery, so the store keeps about
+// Keep completed checkpoints however many runs there were.
+func TestShortRunsStillCollect(t *testing.T) {
+	const runs, keep = 12, 2
+	bucket := memstore.New()
+	disk := t.TempDir()
+	src := &source{n: 1 << 30, batch: 10}
+	for range runs {
+		ctx, kill := context.WithCancel(t.Context())
+		checkpoints := 0
+		c := job.Config{
+			Dir: disk, Source: src, Processor: summer{}, EveryRecords: 50, State: smallState,
+			Storage: blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{Keep: keep}),
+			Sink:    job.NewBlobSink(bucket, "out/"),
+			Observe: func(e job.Event) {
+				if e.Kind == "checkpoint" {
+					if checkpoints++; checkpoints == 2 {
+						kill()
+					}
+				}
+			},
+		}
+		_, _ = job.Run(ctx, c)
+		kill()
+	}
+	completed := 0
+	for o, err := range bucket.List(t.Context(), "checkpoints/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(o.Key, "/checkpoint.json") {
+			completed++
+		}
+	}
+	// keep completed, plus at most the run's newest ones GC did not see yet.
+	if completed > keep+2 {
+		t.Fatalf("%d records after %d runs of 2 checkpoints with keep %d: the runs' GC did not collect", completed, runs, keep)
 	}
 }
