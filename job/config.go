@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
@@ -177,6 +179,9 @@ func (c Config) check() error {
 			return fmt.Errorf("%w: RemoteState needs a *blobstorage.Storage, not %T", ErrConfig, c.Storage)
 		}
 	}
+	if dir := storageDir(c.Storage); dir != "" && within(dir, filepath.Join(c.Dir, liveDir)) {
+		return fmt.Errorf("%w: the Storage's local directory %s is inside Dir/%s, the live state: give it Dir/checkpoints (blobstorage.New's dir, or checkpoint.NewFileStorage's)", ErrConfig, dir, liveDir)
+	}
 	for _, o := range c.Owners {
 		if err := state.ValidateOwnerID(o); err != nil {
 			return fmt.Errorf("%w: owner %q: %w", ErrConfig, o, err)
@@ -197,4 +202,26 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// storageDir is the local directory of a Storage that has one.
+func storageDir(st checkpoint.Storage) string {
+	switch d := st.(type) {
+	case interface{ LocalDir() string }:
+		return d.LocalDir()
+	case interface{ Dir() string }:
+		return d.Dir()
+	}
+	return ""
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -42,6 +42,12 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		}, "needs a *blobstorage.Storage"},
 		{"state remote set by hand", func(c *job.Config) { c.State.Remote = state.RemoteOptions{Store: bucket} }, "RemoteState, not State.Remote"},
 		{"bad owner", func(c *job.Config) { c.Owners = []string{"a/b"} }, `owner "a/b"`},
+		{"storage dir is the live state", func(c *job.Config) {
+			c.Storage = blobstorage.New(bucket, filepath.Join(dir, "live"), blobstorage.Options{})
+		}, "inside Dir/live"},
+		{"file storage inside the live state", func(c *job.Config) {
+			c.Storage = checkpoint.NewFileStorage(filepath.Join(dir, "live", "ckpt"))
+		}, "inside Dir/live"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
