@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
@@ -59,11 +60,15 @@ func (s *source) Offsets() ([]byte, error) { return json.Marshal(s.next) }
 
 // summer keeps a running total in the state and outputs each number
 // with the total after it: a record's value tells whether the state
-// counted every number before it exactly once.
-type summer struct{}
+// counted every number before it exactly once. Its owner is "sum" unless
+// set; pause, if set, slows each batch.
+type summer struct {
+	owner string
+	pause time.Duration
+}
 
-func (summer) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
-	o, err := st.Owner("sum")
+func (s summer) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
+	o, err := st.Owner(cmp.Or(s.owner, "sum"))
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +83,7 @@ func (summer) Process(_ context.Context, st *state.Store, in []job.Record) ([]jo
 		total += n
 		out[i] = job.Record{Key: r.Key, Value: []byte(strconv.Itoa(total))}
 	}
+	time.Sleep(s.pause)
 	return out, o.Set([]byte("total"), []byte(strconv.Itoa(total)))
 }
 

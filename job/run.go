@@ -246,15 +246,9 @@ func (r *runner) start(ctx context.Context) error {
 // empty state), in remote mode if remote.
 func (r *runner) openState(ctx context.Context, cp *checkpoint.CheckpointData, remote bool) error {
 	cfg := r.cfg
-	live := filepath.Join(cfg.Dir, liveDir)
-	if err := os.RemoveAll(live); err != nil {
-		return fmt.Errorf("job: clear live state: %w", err)
-	}
-	// Half-built copies a crash inside state.OpenCheckpoint left.
-	if stale, err := filepath.Glob(filepath.Join(cfg.Dir, "."+liveDir+".restore-*")); err == nil {
-		for _, s := range stale {
-			_ = os.RemoveAll(s)
-		}
+	live, err := clearLive(cfg.Dir)
+	if err != nil {
+		return err
 	}
 	opts := cfg.State
 	if remote {
@@ -273,7 +267,6 @@ func (r *runner) openState(ctx context.Context, cp *checkpoint.CheckpointData, r
 	if err := r.pruneLocal(restored); err != nil {
 		return err
 	}
-	var err error
 	if cp != nil {
 		r.local = append(r.local, cp.ID)
 		if err := checkpoint.Materialize(ctx, cfg.Storage, cp); err != nil {
@@ -380,3 +373,18 @@ func (r *runner) pruneLocal(keep string) error {
 
 // stateDirProbe is an id whose StateDir tells where the others are.
 const stateDirProbe = "ckpt-00000000000000000000"
+
+// clearLive removes Dir's live state and the half-built copies a crash
+// inside state.OpenCheckpoint left, and returns the live state's path.
+func clearLive(dir string) (string, error) {
+	live := filepath.Join(dir, liveDir)
+	if err := os.RemoveAll(live); err != nil {
+		return "", fmt.Errorf("job: clear live state: %w", err)
+	}
+	if stale, err := filepath.Glob(filepath.Join(dir, "."+liveDir+".restore-*")); err == nil {
+		for _, s := range stale {
+			_ = os.RemoveAll(s)
+		}
+	}
+	return live, nil
+}

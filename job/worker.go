@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -248,14 +247,9 @@ func (w *worker) start(ctx context.Context, p Plan) error {
 	w.writer = fmt.Sprintf("e%d-g%d-%s", p.Epoch, p.Gen, w.cfg.Slot)
 	w.res.Restored = p.Restore
 	cfg := w.cfg
-	live := filepath.Join(cfg.Dir, liveDir)
-	if err := os.RemoveAll(live); err != nil {
-		return fmt.Errorf("job: clear live state: %w", err)
-	}
-	if stale, err := filepath.Glob(filepath.Join(cfg.Dir, "."+liveDir+".restore-*")); err == nil {
-		for _, s := range stale {
-			_ = os.RemoveAll(s)
-		}
+	live, err := clearLive(cfg.Dir)
+	if err != nil {
+		return err
 	}
 	owners := p.Owners[cfg.Slot]
 	if p.Rescale {
@@ -270,7 +264,6 @@ func (w *worker) start(ctx context.Context, p Plan) error {
 			}
 		}
 	}
-	var err error
 	if p.Restore != "" && len(owners) > 0 {
 		if err := w.bw.RemoveStateDir(p.Restore); err != nil {
 			return fmt.Errorf("job: clear local copy of %s: %w", p.Restore, err)

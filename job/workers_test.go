@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
-	"github.com/tidemark-io/tidemark/state"
 )
 
 // hub is an in-memory job.Group shared by the nodes of a test; each node
@@ -137,29 +135,6 @@ func (g *handle) Report(_ context.Context, r job.Report) error {
 	return nil
 }
 
-// ownedSummer is summer on a state owner of its own.
-type ownedSummer struct{ owner string }
-
-func (s ownedSummer) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
-	o, err := st.Owner(s.owner)
-	if err != nil {
-		return nil, err
-	}
-	v, _, err := o.Get([]byte("total"))
-	if err != nil {
-		return nil, err
-	}
-	total, _ := strconv.Atoi(string(v))
-	out := make([]job.Record, len(in))
-	for i, r := range in {
-		n, _ := strconv.Atoi(string(r.Key))
-		total += n
-		out[i] = job.Record{Key: r.Key, Value: []byte(strconv.Itoa(total))}
-	}
-	time.Sleep(2 * time.Millisecond) // kills land mid-run
-	return out, o.Set([]byte("total"), []byte(strconv.Itoa(total)))
-}
-
 type bg struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -220,7 +195,7 @@ func TestWorkersKilledWorkerAndCoordinatorExactlyOnce(t *testing.T) {
 			return job.RunWorker(ctx, job.WorkerConfig{
 				Group: g.handle(), Slot: slot, Blobstore: bs, Dir: t.TempDir(),
 				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
-				Processor: ownedSummer{owner: "sum-" + slot},
+				Processor: summer{owner: "sum-" + slot, pause: 2 * time.Millisecond}, // kills land mid-run
 				Sink:      sinkOf(slot),
 				Owners:    []string{"sum-" + slot},
 				State:     smallState,
