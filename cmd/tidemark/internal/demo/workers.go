@@ -215,6 +215,12 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (WorkersResult, error) {
 		pending: map[int]arrival{},
 		arrive:  make(chan arrival),
 		done:    make(chan struct{}),
+		// Until the first join, every slot is awaited: a worker refused
+		// before it (the listener accepts at once) is told so too.
+		missing: map[int]bool{},
+	}
+	for s := range wc.Workers {
+		c.missing[s] = true
 	}
 	defer c.shutdown()
 	res, err := c.run(ctx)
@@ -241,7 +247,7 @@ type wcoord struct {
 	slotsMu sync.Mutex
 	live    map[int]*remoteWorker // slot → its worker
 	pending map[int]arrival       // standbys: workers of slots that have one
-	missing map[int]bool          // the slots join waits for (nil: not joining)
+	missing map[int]bool          // the slots join waits for (nil: not joining; every slot before the first join)
 	over    bool                  // shut down: close every newcomer
 	arrive  chan arrival
 	done    chan struct{}
