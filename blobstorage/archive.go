@@ -12,16 +12,6 @@ import (
 	"github.com/tidemark-io/tidemark/archive"
 )
 
-// archiveSource is implemented by a checkpoint.Storage that can serve a checkpoint's
-// files for checkpoint.ArchiveCheckpoint without a local copy of its state
-// directories. Storage does, streaming them from the store with the
-// digests its record already holds.
-type archiveSource interface {
-	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
-}
-
-var _ archiveSource = (*Storage)(nil)
-
 // ArchiveFiles returns the archive entries of checkpoint id (paths
 // state/<owner>/<path>, sorted, with sizes and digests from the record)
 // and an OpenFunc that streams each from the store. archive.Write checks

@@ -235,7 +235,16 @@ type Storage struct {
 	cache fileCache
 }
 
-var _ checkpoint.Storage = (*Storage)(nil)
+// Storage implements checkpoint.Storage and each of its optional capabilities.
+var (
+	_ checkpoint.Storage         = (*Storage)(nil)
+	_ checkpoint.WriterRole      = (*Storage)(nil)
+	_ checkpoint.Restorer        = (*Storage)(nil)
+	_ checkpoint.ArchiveSource   = (*Storage)(nil)
+	_ checkpoint.RemoteImporter  = (*Storage)(nil)
+	_ checkpoint.StateDirRemover = (*Storage)(nil)
+	_ checkpoint.BlobstoreBacked = (*Storage)(nil)
+)
 
 // New returns a Storage keeping checkpoints in bs and
 // local state directories under localDir. bs is used as is: prefix it

@@ -21,6 +21,10 @@
 // MaxOwners and the other limits on the raw bytes before decoding, and a
 // refusal wraps ErrRecordTooLarge.
 //
+// A Storage may have optional capabilities, each a named interface:
+// WriterRole, Restorer, ArchiveSource, RemoteImporter, StateDirRemover and
+// BlobstoreBacked. blobstorage.Storage has them all; FileStorage has none.
+//
 // # The two-phase protocol
 //
 // Coordinator collects the source offsets, the operator state and the

@@ -63,6 +63,10 @@ type refusingWriter struct{ *FileStorage }
 
 var errNotTheWriter = errors.New("not the writer")
 
+var _ WriterRole = refusingWriter{}
+
+func (refusingWriter) Acquire(context.Context) (uint64, error) { return 0, errNotTheWriter }
+
 func (refusingWriter) CheckWriter(context.Context) error { return errNotTheWriter }
 
 // A refused extraction, for any reason found in the archive or the

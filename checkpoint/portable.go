@@ -20,21 +20,6 @@ import (
 	"github.com/tidemark-io/tidemark/internal/fsync"
 )
 
-// archiveSource is implemented by a Storage that can serve a checkpoint's
-// files for ArchiveCheckpoint without a local copy of its state
-// directories. blobstorage.Storage does, streaming them from the store
-// with the digests its record already holds.
-type archiveSource interface {
-	ArchiveFiles(ctx context.Context, id string) ([]archive.File, archive.OpenFunc, error)
-}
-
-// knowingArchiveSource is an archiveSource that can take the digests of
-// the remote objects of state in remote mode from an earlier savepoint
-// instead of reading each to hash it (blobstorage.Storage).
-type knowingArchiveSource interface {
-	ArchiveFilesKnowing(ctx context.Context, id string, known func(key string, size int64) (string, bool)) ([]archive.File, archive.OpenFunc, error)
-}
-
 // ArchiveCheckpoint writes a self-contained archive (package archive) of
 // checkpoint id — its JSON record plus a real copy of every per-owner
 // state directory, as state/<owner>/… — to w. A blobstorage.Storage adds the
@@ -77,12 +62,12 @@ func archiveFiles(ctx context.Context, src Storage, id string, known func(key st
 		return nil, nil, fmt.Errorf("checkpoint: archive %q: %w", id, err)
 	}
 	m := &archive.Manifest{Version: archive.FormatVersion, Record: rec}
-	if as, ok := src.(archiveSource); ok { // BlobStorage: stream from the store, no local copy needed
+	if as, ok := src.(ArchiveSource); ok { // stream from the store, no local copy needed
 		var files []archive.File
 		var open archive.OpenFunc
 		var err error
-		if ks, ok := src.(knowingArchiveSource); ok && known != nil {
-			files, open, err = ks.ArchiveFilesKnowing(ctx, id, known)
+		if known != nil {
+			files, open, err = as.ArchiveFilesKnowing(ctx, id, known)
 		} else {
 			files, open, err = as.ArchiveFiles(ctx, id)
 		}
@@ -188,11 +173,11 @@ func ExtractCheckpointWith(ctx context.Context, dst Storage, r io.Reader, opts R
 	}
 	// Every check that can refuse comes before anything is written: the
 	// target must be able to hold the remote objects and take the record.
-	importer, canImport := dst.(remoteImporter)
+	importer, canImport := dst.(RemoteImporter)
 	if len(remote) > 0 && !canImport {
 		return "", fmt.Errorf("checkpoint: extract %q: %w: the archive holds %d remote objects of state in remote mode, which a %T cannot hold; restore it into an object-store Storage (blobstorage)", id, ErrRemoteState, len(remote), dst)
 	}
-	if w, ok := dst.(writerChecker); ok {
+	if w, ok := dst.(WriterRole); ok {
 		if err := w.CheckWriter(ctx); err != nil {
 			return "", fmt.Errorf("checkpoint: extract %q: %w", id, err)
 		}
@@ -246,20 +231,6 @@ func ExtractCheckpointWith(ctx context.Context, dst Storage, r io.Reader, opts R
 // carries remote objects, archive.RemotePrefix) and a target Storage that
 // cannot hold them (a FileStorage): restore it into a blobstorage.Storage.
 var ErrRemoteState = errors.New("checkpoint: state in remote mode needs an object-store Storage")
-
-// remoteImporter is implemented by a Storage that can hold the remote
-// objects of state in remote mode (blobstorage.Storage): SaveImported
-// uploads objects (read with open) to the keys their archive paths name
-// and saves d recording them.
-type remoteImporter interface {
-	SaveImported(ctx context.Context, d *CheckpointData, objects []archive.File, open archive.OpenFunc) error
-}
-
-// writerChecker is implemented by a Storage with a writer role
-// (blobstorage.Storage): CheckWriter fails unless it may save now.
-type writerChecker interface {
-	CheckWriter(ctx context.Context) error
-}
 
 // extractState extracts the files of ar into stateDir laid out as cp's
 // state directories, all or nothing: the archive is verified into a

@@ -108,7 +108,7 @@ func createSavepoint(ctx context.Context, src Storage, bs Blobstore, label strin
 	// Remote objects are immutable under names never reused: the digests
 	// the newest savepoint recorded spare reading them again to hash.
 	var known func(string, int64) (string, bool)
-	if _, ok := src.(knowingArchiveSource); ok {
+	if _, ok := src.(ArchiveSource); ok {
 		k := savepoint.KnownDigests(ctx, bs, archive.RemotePrefix, opts)
 		known = func(key string, size int64) (string, bool) {
 			f, ok := k[key]

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
-	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/state"
 )
@@ -123,17 +121,6 @@ const (
 	operatorKey = "tidemark.job"
 )
 
-// acquirer is a Storage with a writer role (blobstorage.Storage).
-type acquirer interface {
-	Acquire(ctx context.Context) (uint64, error)
-}
-
-// remoteStorage is what remote mode needs of the Storage.
-type remoteStorage interface {
-	Blobstore() blobstore.Blobstore
-	UseRemote(blobstorage.RemoteState)
-}
-
 // remoteLevels parses Config.RemoteState; remote is false for "".
 func remoteLevels(s string) (levels state.RemoteLevels, remote bool, err error) {
 	switch s {
@@ -173,9 +160,7 @@ func (c Config) check() error {
 		return err
 	}
 	if remote {
-		_, rs := c.Storage.(remoteStorage)
-		_, ac := c.Storage.(acquirer)
-		if !rs || !ac {
+		if _, ok := c.Storage.(*blobstorage.Storage); !ok {
 			return fmt.Errorf("%w: RemoteState needs a *blobstorage.Storage, not %T", ErrConfig, c.Storage)
 		}
 	}

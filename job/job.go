@@ -114,9 +114,9 @@ func (j *Job) Stop(ctx context.Context, opts StopOptions) (Result, error) {
 		if err := checkpoint.ValidateNewLabel(opts.Savepoint); err != nil {
 			return Result{}, fmt.Errorf("job: stop: %w", err)
 		}
-		rs, ok := j.cfg.Storage.(remoteStorage)
+		rs, ok := j.cfg.Storage.(checkpoint.BlobstoreBacked)
 		if !ok {
-			return Result{}, fmt.Errorf("%w: a savepoint needs a *blobstorage.Storage, not %T", ErrConfig, j.cfg.Storage)
+			return Result{}, fmt.Errorf("%w: a savepoint needs a Storage on a Blobstore (checkpoint.BlobstoreBacked), not %T", ErrConfig, j.cfg.Storage)
 		}
 		// Refused before the drain; CreateNewSavepoint still settles a race.
 		// A ctx already done fails the check: the job is then cancelled
@@ -177,7 +177,7 @@ func (j *Job) savepointLocked(ctx context.Context, res *Result) error {
 	if j.label == "" || j.saved {
 		return nil
 	}
-	bs := j.cfg.Storage.(remoteStorage).Blobstore()
+	bs := j.cfg.Storage.(checkpoint.BlobstoreBacked).Blobstore()
 	id, err := checkpoint.CreateNewSavepoint(ctx, j.cfg.Storage, bs, j.label)
 	if err != nil {
 		return fmt.Errorf("job: stop: savepoint %q: %w", j.label, err)

@@ -230,7 +230,7 @@ func (r *runner) wait(ctx context.Context, id string) error {
 func (r *runner) done(ctx context.Context, id string) error {
 	r.res.Checkpoints++
 	r.res.Last = id
-	if _, ok := r.cfg.Storage.(stateDirRemover); ok {
+	if _, ok := r.cfg.Storage.(checkpoint.StateDirRemover); ok {
 		keep := r.local[:0]
 		for _, old := range r.local {
 			if old < id {
@@ -242,7 +242,7 @@ func (r *runner) done(ctx context.Context, id string) error {
 		r.local = keep
 	}
 	r.observe("checkpoint", id)
-	g, ok := r.cfg.Storage.(gcer)
+	g, ok := r.cfg.Storage.(*blobstorage.Storage)
 	if !ok || r.cfg.GCEvery < 0 || (r.res.Checkpoints != 1 && r.res.Checkpoints%r.cfg.GCEvery != 0) {
 		return nil
 	}

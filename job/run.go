@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,23 +39,6 @@ func writerOf(cp *checkpoint.CheckpointData) (string, error) {
 type operatorState struct {
 	// RemoteState is the Config.RemoteState that wrote the checkpoint.
 	RemoteState string `json:"remote_state,omitempty"`
-}
-
-// gcer is a Storage with garbage collection (blobstorage.Storage).
-type gcer interface {
-	GC(ctx context.Context, opts blobstorage.GCOptions) (blobstorage.GCReport, error)
-}
-
-// stateDirRemover is a Storage whose local state directories are only
-// working copies (blobstorage.Storage): they can be pruned.
-type stateDirRemover interface {
-	RemoveStateDir(id string) error
-}
-
-// localPruner is a Storage that prunes its local directory itself,
-// crashed restores' leftovers included (blobstorage.Storage.PruneLocal).
-type localPruner interface {
-	PruneLocal(keep string) error
 }
 
 // runner is the state of one run.
@@ -129,7 +111,7 @@ func (r *runner) start(ctx context.Context) error {
 
 	// 1. The writer role: from here on a previous writer can no longer
 	// move the pointers, so what Recover reads is what stays.
-	if a, ok := cfg.Storage.(acquirer); ok {
+	if a, ok := cfg.Storage.(checkpoint.WriterRole); ok {
 		epoch, err := a.Acquire(ctx)
 		if err != nil {
 			return fmt.Errorf("job: acquire writer: %w", err)
@@ -254,7 +236,7 @@ func (r *runner) openState(ctx context.Context, cp *checkpoint.CheckpointData, r
 	if remote {
 		levels, _, _ := remoteLevels(cfg.RemoteState)
 		opts.Remote = state.RemoteOptions{
-			Store:      cfg.Storage.(remoteStorage).Blobstore(),
+			Store:      cfg.Storage.(*blobstorage.Storage).Blobstore(),
 			Prefix:     blobstorage.RemotePrefix,
 			Generation: blobstorage.RemoteGeneration(r.epoch),
 			Levels:     levels,
@@ -287,7 +269,7 @@ func (r *runner) openState(ctx context.Context, cp *checkpoint.CheckpointData, r
 // useRemote hands the open state to the Storage (checkpoints reference
 // its objects, GC keeps them) and hydrates its cache in the background.
 func (r *runner) useRemote(ctx context.Context) {
-	r.cfg.Storage.(remoteStorage).UseRemote(r.st.CheckpointRemote())
+	r.cfg.Storage.(*blobstorage.Storage).UseRemote(r.st.CheckpointRemote())
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -330,7 +312,7 @@ func (r *runner) checkStateMode(ctx context.Context, remote bool) error {
 
 // removeStateDir removes the local state directory of checkpoint id.
 func (r *runner) removeStateDir(id string) error {
-	if s, ok := r.cfg.Storage.(stateDirRemover); ok {
+	if s, ok := r.cfg.Storage.(checkpoint.StateDirRemover); ok {
 		return s.RemoveStateDir(id)
 	}
 	return os.RemoveAll(r.cfg.Storage.StateDir(id))
@@ -340,39 +322,13 @@ func (r *runner) removeStateDir(id string) error {
 // working copies, every one but keep's: older ones a crash kept from
 // pruning, and newer ones of checkpoints never persisted.
 func (r *runner) pruneLocal(keep string) error {
-	if p, ok := r.cfg.Storage.(localPruner); ok {
+	if p, ok := r.cfg.Storage.(checkpoint.StateDirRemover); ok {
 		if err := p.PruneLocal(keep); err != nil {
 			return fmt.Errorf("job: prune local state: %w", err)
-		}
-		return nil
-	}
-	if _, ok := r.cfg.Storage.(stateDirRemover); !ok {
-		return nil
-	}
-	// The state directories of all ids are siblings (checkpoint.Storage).
-	parent, suffix := filepath.Split(r.cfg.Storage.StateDir(stateDirProbe))
-	suffix = strings.TrimPrefix(suffix, stateDirProbe)
-	entries, err := os.ReadDir(parent)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("job: prune local state: %w", err)
-	}
-	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), suffix)
-		if !ok || id == keep || checkpoint.ValidateID(id) != nil || r.cfg.Storage.StateDir(id) != filepath.Join(parent, e.Name()) {
-			continue
-		}
-		if err := r.removeStateDir(id); err != nil {
-			return fmt.Errorf("job: prune local state %s: %w", id, err)
 		}
 	}
 	return nil
 }
-
-// stateDirProbe is an id whose StateDir tells where the others are.
-const stateDirProbe = "ckpt-00000000000000000000"
 
 // clearLive removes Dir's live state and the half-built copies a crash
 // inside state.OpenCheckpoint left, and returns the live state's path.

@@ -353,9 +353,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 // storage can read it, else the record it names.
 func latestCompletedOf(storage checkpoint.Storage) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		if p, ok := storage.(interface {
-			PointerID(context.Context, string) (string, error)
-		}); ok {
+		if p, ok := storage.(*blobstorage.Storage); ok {
 			return p.PointerID(ctx, blobstorage.PointerLatestCompleted)
 		}
 		cp, err := storage.LoadLatestCompleted(ctx)

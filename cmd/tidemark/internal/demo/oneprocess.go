@@ -381,7 +381,7 @@ func (w *wordCount) finalState(ctx context.Context, cp *checkpoint.CheckpointDat
 	if levels, remote, _ := ParseRemoteState(w.cfg.RemoteState); remote {
 		// Every open labels what it creates uniquely: a check creates
 		// nothing the job's own state could have named.
-		opts.Remote = state.RemoteOptions{Store: st.(interface{ Blobstore() blobstore.Blobstore }).Blobstore(),
+		opts.Remote = state.RemoteOptions{Store: st.(checkpoint.BlobstoreBacked).Blobstore(),
 			Prefix: blobstorage.RemotePrefix, Generation: "check", Levels: levels}
 	}
 	s, err := state.OpenCheckpoint(ctx, st.StateDir(cp.ID), filepath.Join(work, "state"), opts)

@@ -5,19 +5,14 @@ import (
 	"reflect"
 
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/checkpoint"
 )
-
-// storeOf is implemented by a checkpoint.Storage on a Blobstore
-// (blobstorage.Storage).
-type storeOf interface {
-	Blobstore() blobstore.Blobstore
-}
 
 // checkSinkStore checks that the Sink's store enforces conditional writes
 // (its commits are create-if-absent writes) when it is not the Storage's
 // store, whose Acquire checks it.
 func checkSinkStore(ctx context.Context, cfg Config) error {
-	if s, ok := cfg.Storage.(storeOf); ok && sameStore(s.Blobstore(), cfg.Sink.bs) {
+	if s, ok := cfg.Storage.(checkpoint.BlobstoreBacked); ok && sameStore(s.Blobstore(), cfg.Sink.bs) {
 		return nil
 	}
 	_, err := blobstore.CheckConditionalWrites(ctx, cfg.Sink.bs)
