@@ -61,30 +61,32 @@ func ValidateLabel(label string) error {
 }
 
 // CreateSavepoint stores the latest completed checkpoint in src as
-// savepoint label of bs, replacing any savepoint of that label. This is
-// the promotion half of a stop-with-savepoint: the job has drained and
+// savepoint label of bs, replacing any savepoint of that label. It is
+// CreateSavepointWith with savepoint.Options{Replace: true}. This is the
+// promotion half of a stop-with-savepoint: the job has drained and
 // written its final checkpoint, and here that checkpoint is copied into
 // durable, named, never-GC'd storage the operator can restart from.
-//
-// The savepoint is stored incrementally (package savepoint): each file's
-// content once, by SHA-256, in bs's savepoint area, uploading only what
-// the area lacks, each upload checked against its digest; its manifest is
-// published last, so no partial savepoint becomes visible. It holds every
-// file of the checkpoint and verifies on its own.
 //
 // Returns the checkpoint ID that was promoted. Errors wrapping
 // ErrNoCompleted if src has no completed checkpoint.
 func CreateSavepoint(ctx context.Context, src Storage, bs Blobstore, label string) (string, error) {
-	if err := ValidateLabel(label); err != nil {
-		return "", fmt.Errorf("checkpoint: create savepoint: %w", err)
-	}
-	id, _, err := createSavepoint(ctx, src, bs, label, savepoint.Options{Replace: true})
+	id, _, err := CreateSavepointWith(ctx, src, bs, label, savepoint.Options{Replace: true})
 	return id, err
 }
 
-// CreateSavepointWith is CreateSavepoint (opts.Replace) or
-// CreateNewSavepoint (not), with the options of package savepoint, and
-// returns what it stored and uploaded too.
+// CreateSavepointWith stores the latest completed checkpoint in src as
+// savepoint label of bs, and returns its id and what it stored and
+// uploaded. Errors wrap ErrNoCompleted if src has no completed checkpoint.
+//
+// The savepoint is stored incrementally (package savepoint): each file's
+// content once, by SHA-256, in bs's savepoint area, uploading only what
+// the area lacks, each upload checked against its digest. Its manifest is
+// published last, so no partial savepoint becomes visible.
+//
+// With opts.Replace a savepoint of label is replaced, and label must pass
+// ValidateLabel. Without it the manifest is written with PutIfAbsent: a
+// taken label (or a lost race for it) changes no savepoint and wraps
+// ErrSavepointExists, and label must pass ValidateNewLabel.
 func CreateSavepointWith(ctx context.Context, src Storage, bs Blobstore, label string, opts savepoint.Options) (string, savepoint.Stats, error) {
 	validate := ValidateNewLabel
 	if opts.Replace {
@@ -157,8 +159,8 @@ func ListSavepoints(ctx context.Context, bs Blobstore) ([]string, error) {
 // the job resume from the savepoint's offsets, so a transactional sink
 // emits again, in new transactions, the output committed after it.
 //
-// Savepoints are never garbage-collected, and CreateNewSavepoint never
-// replaces one: use a label per deploy, and delete old ones with
+// Savepoints are never garbage-collected, and CreateSavepointWith without
+// Replace never replaces one: use a label per deploy, and delete old ones with
 // DeleteSavepoint (`tidemark savepoint rm`).
 func RestoreSavepoint(ctx context.Context, dst Storage, bs Blobstore, label string) (string, error) {
 	return RestoreSavepointWith(ctx, dst, bs, label, RestoreOptions{})
@@ -206,28 +208,34 @@ func DeleteSavepoint(ctx context.Context, bs Blobstore, label string) error {
 	return nil
 }
 
-// CopySavepoint copies the named savepoint from src to dst (another
-// bucket, region or filesystem), replacing any savepoint of that label
-// in dst. It sends only the content dst lacks, checks every byte sent
-// against its SHA-256, and publishes dst's manifest last, once all its
-// content is there; run again after an interruption, it resends nothing
-// that arrived (savepoint.Copy). A damaged savepoint fails with an error
-// wrapping archive.ErrCorrupt and publishes nothing in dst. A missing
-// savepoint wraps ErrBlobNotFound. A savepoint in today's archive format
-// is stored in dst by content, like any new one.
+// CopySavepoint copies the named savepoint from src to dst, replacing any
+// savepoint of that label in dst. It is CopySavepointWith with
+// savepoint.Options{Replace: true}.
 func CopySavepoint(ctx context.Context, src, dst Blobstore, label string) error {
-	if err := ValidateLabel(label); err != nil {
-		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
-	}
-	return copySavepoint(ctx, src, dst, label, savepoint.Options{Replace: true})
+	_, err := CopySavepointWith(ctx, src, dst, label, savepoint.Options{Replace: true})
+	return err
 }
 
-// copySavepoint is CopySavepoint for a validated label.
-func copySavepoint(ctx context.Context, src, dst Blobstore, label string, opts savepoint.Options) error {
-	if _, err := savepoint.Copy(ctx, src, dst, label, opts); err != nil {
-		return fmt.Errorf("checkpoint: copy savepoint %q: %w", label, missingSavepoint(exists(err)))
+// CopySavepointWith copies the named savepoint from src to dst (another
+// bucket, region or filesystem) and returns what it copied and uploaded.
+// It sends only the content dst lacks, checks every byte sent against its
+// SHA-256, and publishes dst's manifest last (savepoint.Copy). Run again
+// after an interruption, it resends nothing that arrived.
+//
+// A damaged savepoint wraps archive.ErrCorrupt and publishes nothing in
+// dst; a missing one wraps ErrBlobNotFound. A savepoint in today's
+// archive format is stored in dst by content, like any new one. Without
+// opts.Replace a savepoint of label in dst is kept and the error wraps
+// ErrSavepointExists.
+func CopySavepointWith(ctx context.Context, src, dst Blobstore, label string, opts savepoint.Options) (savepoint.Stats, error) {
+	if err := ValidateLabel(label); err != nil {
+		return savepoint.Stats{}, fmt.Errorf("checkpoint: copy savepoint: %w", err)
 	}
-	return nil
+	st, err := savepoint.Copy(ctx, src, dst, label, opts)
+	if err != nil {
+		return st, fmt.Errorf("checkpoint: copy savepoint %q: %w", label, missingSavepoint(exists(err)))
+	}
+	return st, nil
 }
 
 // ExportSavepoint writes the named savepoint of bs to w as one portable

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +9,9 @@ import (
 )
 
 // ErrSavepointExists is returned (wrapped, together with
-// blobstore.ErrPreconditionFailed) by CreateNewSavepoint and
-// CopyNewSavepoint when a savepoint of the label exists already.
+// blobstore.ErrPreconditionFailed) by CreateSavepointWith, CopySavepointWith
+// and ImportSavepoint when a savepoint of the label exists already and
+// the options do not say Replace.
 var ErrSavepointExists = errors.New("checkpoint: savepoint exists")
 
 // maxNewLabelLen bounds a new savepoint's label (as checkpoint ids are
@@ -39,30 +39,6 @@ func ValidateNewLabel(label string) error {
 		return fmt.Errorf("%w: %q: only A-Z, a-z, 0-9, '.', '_' and '-' are allowed", ErrInvalidLabel, label)
 	}
 	return nil
-}
-
-// CreateNewSavepoint is CreateSavepoint that never replaces a savepoint:
-// its manifest is written with PutIfAbsent, so if a savepoint of label
-// exists (or another creator wins a race for it) no savepoint of bs
-// changes and the error wraps ErrSavepointExists. The label must pass
-// ValidateNewLabel.
-func CreateNewSavepoint(ctx context.Context, src Storage, bs Blobstore, label string) (string, error) {
-	if err := ValidateNewLabel(label); err != nil {
-		return "", fmt.Errorf("checkpoint: create savepoint: %w", err)
-	}
-	id, _, err := createSavepoint(ctx, src, bs, label, savepoint.Options{})
-	return id, err
-}
-
-// CopyNewSavepoint is CopySavepoint that never replaces a savepoint in
-// dst: the manifest is written with PutIfAbsent, so if dst holds a
-// savepoint of label no savepoint of dst changes and the error wraps
-// ErrSavepointExists.
-func CopyNewSavepoint(ctx context.Context, src, dst Blobstore, label string) error {
-	if err := ValidateLabel(label); err != nil {
-		return fmt.Errorf("checkpoint: copy savepoint: %w", err)
-	}
-	return copySavepoint(ctx, src, dst, label, savepoint.Options{})
 }
 
 // exists wraps ErrSavepointExists into a taken label's error.

@@ -10,6 +10,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 func TestValidateNewLabel(t *testing.T) {
@@ -41,11 +42,11 @@ func readAll(t *testing.T, bs Blobstore, key string) []byte {
 	return blobstoretest.Get(t, bs, key)
 }
 
-// TestCreateNewSavepointNeverReplaces: of racing creators of one label
-// exactly one wins, the others fail with ErrSavepointExists, and the
+// TestCreateSavepointWithoutReplaceNeverReplaces: of racing creators of
+// one label exactly one wins, the others fail with ErrSavepointExists, and the
 // savepoint left is the winner's, whole; a later create with the label
 // changes nothing. CreateSavepoint keeps replacing.
-func TestCreateNewSavepointNeverReplaces(t *testing.T) {
+func TestCreateSavepointWithoutReplaceNeverReplaces(t *testing.T) {
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			src, bs := sourceStorage(t), newStore()
@@ -53,7 +54,7 @@ func TestCreateNewSavepointNeverReplaces(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make([]error, n)
 			for i := range n {
-				wg.Go(func() { _, errs[i] = CreateNewSavepoint(ctx, src, bs, "v1") })
+				wg.Go(func() { _, _, errs[i] = CreateSavepointWith(ctx, src, bs, "v1", savepoint.Options{}) })
 			}
 			wg.Wait()
 			won := 0
@@ -72,7 +73,7 @@ func TestCreateNewSavepointNeverReplaces(t *testing.T) {
 			// Another completed checkpoint: a replacing create would write
 			// a different archive.
 			mustSave(t, src, record(NewID(4), StatusCompleted))
-			if _, err := CreateNewSavepoint(ctx, src, bs, "v1"); !errors.Is(err, ErrSavepointExists) {
+			if _, _, err := CreateSavepointWith(ctx, src, bs, "v1", savepoint.Options{}); !errors.Is(err, ErrSavepointExists) {
 				t.Fatalf("second create: %v, want ErrSavepointExists", err)
 			}
 			if after := readAll(t, bs, SavepointKey("v1")); !bytes.Equal(before, after) {
@@ -85,16 +86,19 @@ func TestCreateNewSavepointNeverReplaces(t *testing.T) {
 			if id, err := CreateSavepoint(ctx, src, bs, "v1"); err != nil || id != NewID(4) {
 				t.Fatalf("CreateSavepoint (replacing): %q, %v", id, err)
 			}
-			if _, err := CreateNewSavepoint(ctx, src, bs, "a b"); !errors.Is(err, ErrInvalidLabel) {
-				t.Errorf("CreateNewSavepoint(%q): %v, want ErrInvalidLabel", "a b", err)
+			if _, _, err := CreateSavepointWith(ctx, src, bs, "a b", savepoint.Options{}); !errors.Is(err, ErrInvalidLabel) {
+				t.Errorf("CreateSavepointWith(%q) without Replace: %v, want ErrInvalidLabel", "a b", err)
+			}
+			if _, _, err := CreateSavepointWith(ctx, src, bs, "a b", savepoint.Options{Replace: true}); err != nil {
+				t.Errorf("CreateSavepointWith(%q, Replace): %v, want the wider ValidateLabel", "a b", err)
 			}
 		})
 	}
 }
 
-// TestCopyNewSavepointNeverReplaces: copying onto a label dst holds fails
-// with ErrSavepointExists and leaves dst's savepoint as it was.
-func TestCopyNewSavepointNeverReplaces(t *testing.T) {
+// TestCopySavepointWithoutReplaceNeverReplaces: copying onto a label dst
+// holds fails with ErrSavepointExists and leaves dst's savepoint as it was.
+func TestCopySavepointWithoutReplaceNeverReplaces(t *testing.T) {
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			src, from, dst := sourceStorage(t), memstore.New(), newStore()
@@ -104,20 +108,24 @@ func TestCopyNewSavepointNeverReplaces(t *testing.T) {
 			if err := dst.Put(ctx, SavepointKey("v1"), strings.NewReader("theirs")); err != nil {
 				t.Fatal(err)
 			}
-			if err := CopyNewSavepoint(ctx, from, dst, "v1"); !errors.Is(err, ErrSavepointExists) {
+			if _, err := CopySavepointWith(ctx, from, dst, "v1", savepoint.Options{}); !errors.Is(err, ErrSavepointExists) {
 				t.Fatalf("copy onto an existing savepoint: %v, want ErrSavepointExists", err)
 			}
 			if got := readAll(t, dst, SavepointKey("v1")); string(got) != "theirs" {
 				t.Fatalf("dst savepoint is %d bytes, want the original", len(got))
 			}
-			if err := CopyNewSavepoint(ctx, from, dst, "v2"); !errors.Is(err, ErrBlobNotFound) {
+			if _, err := CopySavepointWith(ctx, from, dst, "v2", savepoint.Options{}); !errors.Is(err, ErrBlobNotFound) {
 				t.Fatalf("copy of a missing savepoint: %v", err)
 			}
 			if err := dst.Delete(ctx, SavepointKey("v1")); err != nil {
 				t.Fatal(err)
 			}
-			if err := CopyNewSavepoint(ctx, from, dst, "v1"); err != nil {
+			st, err := CopySavepointWith(ctx, from, dst, "v1", savepoint.Options{})
+			if err != nil {
 				t.Fatalf("copy to a free label: %v", err)
+			}
+			if st.Files == 0 || st.Uploaded == 0 {
+				t.Errorf("copy to an empty store: stats %+v, want files uploaded", st)
 			}
 			if !bytes.Equal(readAll(t, dst, SavepointKey("v1")), readAll(t, from, SavepointKey("v1"))) {
 				t.Fatal("copy differs")

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
+	"github.com/tidemark-io/tidemark/savepoint"
 	"github.com/tidemark-io/tidemark/state"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkInspect(b *testing.B) {
 		b.Fatal(err)
 	}
 	t0 := time.Now()
-	if _, err := checkpoint.CreateNewSavepoint(ctx, w, bs, "big"); err != nil {
+	if _, _, err := checkpoint.CreateSavepointWith(ctx, w, bs, "big", savepoint.Options{}); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("%d MiB of remote state built in %v, its savepoint created in %v", stateMiB, took.Round(time.Second), time.Since(t0).Round(time.Second))

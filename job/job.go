@@ -7,14 +7,15 @@ import (
 	"sync"
 
 	"github.com/tidemark-io/tidemark/checkpoint"
+	"github.com/tidemark-io/tidemark/savepoint"
 )
 
 // StopOptions configure Job.Stop.
 type StopOptions struct {
 	// Savepoint, if not empty, is the label of a savepoint of the final
 	// checkpoint, written to the Storage's Blobstore (a
-	// *blobstorage.Storage) with checkpoint.CreateNewSavepoint: it never
-	// replaces an existing savepoint, and none is ever collected (see
+	// *blobstorage.Storage) with checkpoint.CreateSavepointWith, without
+	// Replace: it never replaces an existing savepoint, and none is ever collected (see
 	// Job.Stop: a label per deploy, `tidemark savepoint rm`).
 	Savepoint string
 }
@@ -118,7 +119,7 @@ func (j *Job) Stop(ctx context.Context, opts StopOptions) (Result, error) {
 		if !ok {
 			return Result{}, fmt.Errorf("%w: a savepoint needs a Storage on a Blobstore (checkpoint.BlobstoreBacked), not %T", ErrConfig, j.cfg.Storage)
 		}
-		// Refused before the drain; CreateNewSavepoint still settles a race.
+		// Refused before the drain; CreateSavepointWith still settles a race.
 		// A ctx already done fails the check: the job is then cancelled
 		// below like any Stop past its deadline, never left running.
 		ok, err := rs.Blobstore().Exists(ctx, checkpoint.SavepointKey(opts.Savepoint))
@@ -178,7 +179,7 @@ func (j *Job) savepointLocked(ctx context.Context, res *Result) error {
 		return nil
 	}
 	bs := j.cfg.Storage.(checkpoint.BlobstoreBacked).Blobstore()
-	id, err := checkpoint.CreateNewSavepoint(ctx, j.cfg.Storage, bs, j.label)
+	id, _, err := checkpoint.CreateSavepointWith(ctx, j.cfg.Storage, bs, j.label, savepoint.Options{})
 	if err != nil {
 		return fmt.Errorf("job: stop: savepoint %q: %w", j.label, err)
 	}

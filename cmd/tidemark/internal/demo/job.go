@@ -101,7 +101,7 @@ type Config struct {
 	// crash.
 	Stop <-chan struct{}
 	// StopSavepoint, if not empty, is the label of a savepoint of the
-	// final checkpoint a stop writes (checkpoint.CreateNewSavepoint: an
+	// final checkpoint a stop writes (checkpoint.CreateSavepointWith: an
 	// existing savepoint of that label is never replaced, and the stop
 	// then ends without one, with an error).
 	StopSavepoint string

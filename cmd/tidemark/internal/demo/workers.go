@@ -17,6 +17,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demofault"
+	"github.com/tidemark-io/tidemark/savepoint"
 	"github.com/tidemark-io/tidemark/state"
 )
 
@@ -392,7 +393,7 @@ func (c *wcoord) savepoint(ctx context.Context, res *WorkersResult) error {
 	if label == "" {
 		return nil
 	}
-	id, err := checkpoint.CreateNewSavepoint(ctx, c.storage, c.storage.Blobstore(), label)
+	id, _, err := checkpoint.CreateSavepointWith(ctx, c.storage, c.storage.Blobstore(), label, savepoint.Options{})
 	if err != nil {
 		return fmt.Errorf("demo: stopped at checkpoint %s, but savepoint %q: %w", res.LastID, label, err)
 	}
