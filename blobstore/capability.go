@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -96,6 +97,38 @@ type UploadAborter interface {
 // GC uses it so that an object rewritten after it was planned is kept.
 type ConditionalDeleter interface {
 	DeleteIfMatch(ctx context.Context, key, etag string) error
+}
+
+// InfoGetter is implemented by a store that returns an object's info with
+// its body, from one request (s3store's GetObject response, filestore's
+// open file). GetWithInfo is Get that also returns the Size, ETag and
+// ModTime of the version it reads. A missing key is ErrNotFound.
+//
+// Unlike the other capabilities, every decorator implements it itself: a
+// read must pass through each decorator (decryption, counting, prefix).
+// Call the function GetWithInfo, which falls back to Stat and Get.
+type InfoGetter interface {
+	GetWithInfo(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error)
+}
+
+// GetWithInfo opens the object at key and returns its info. On an
+// InfoGetter that is one request, and the info is the version read.
+// Otherwise Stat comes before Get: the ETag is of the version read or an
+// older one, so a compare-and-swap based on it fails, never acts on
+// stale content. The caller closes the reader.
+func GetWithInfo(ctx context.Context, bs Blobstore, key string) (io.ReadCloser, ObjectInfo, error) {
+	if g, ok := bs.(InfoGetter); ok {
+		return g.GetWithInfo(ctx, key)
+	}
+	info, err := bs.Stat(ctx, key)
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	rc, err := bs.Get(ctx, key)
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	return rc, info, nil
 }
 
 // ErrConditionsIgnored is wrapped by the error of a Prober whose endpoint

@@ -174,6 +174,21 @@ func (s *observed) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return s.open(OpGet, key, func() (io.ReadCloser, error) { return s.bs.Get(ctx, key) })
 }
 
+var _ InfoGetter = (*observed)(nil)
+
+// GetWithInfo is observed as a Get: it is one read of the object.
+func (s *observed) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
+	var info ObjectInfo
+	rc, err := s.open(OpGet, key, func() (rc io.ReadCloser, err error) {
+		rc, info, err = GetWithInfo(ctx, s.bs, key)
+		return rc, err
+	})
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	return rc, info, nil
+}
+
 func (s *observed) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	return s.open(OpGetRange, key, func() (io.ReadCloser, error) { return s.bs.GetRange(ctx, key, off, n) })
 }

@@ -117,6 +117,22 @@ func (p *prefixed) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return p.bs.Get(ctx, k)
 }
 
+var _ InfoGetter = (*prefixed)(nil)
+
+// GetWithInfo reads the prefixed key; the info names key, as Stat's does.
+func (p *prefixed) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
+	k, err := p.key(key)
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	rc, info, err := GetWithInfo(ctx, p.bs, k)
+	if err != nil {
+		return nil, ObjectInfo{}, err
+	}
+	info.Key = key
+	return rc, info, nil
+}
+
 func (p *prefixed) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	k, err := p.key(key)
 	if err != nil {

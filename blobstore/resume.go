@@ -43,13 +43,22 @@ type resuming struct {
 	retries int
 }
 
-var _ Unwrapper = (*resuming)(nil)
+var (
+	_ Unwrapper  = (*resuming)(nil)
+	_ InfoGetter = (*resuming)(nil)
+)
 
 // Unwrap returns the store whose reads are resumed.
 func (r *resuming) Unwrap() Blobstore { return r.Blobstore }
 
 func (r *resuming) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return NewResumingReader(ctx, r.Blobstore, key, r.retries)
+}
+
+// GetWithInfo does not resume: it reads the small objects that change
+// (pointers, records), and a resumed read could join two versions.
+func (r *resuming) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
+	return GetWithInfo(ctx, r.Blobstore, key)
 }
 
 func (r *resuming) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {

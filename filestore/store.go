@@ -182,14 +182,28 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return &reader{ctx: ctx, r: f, c: f}, nil
 }
 
+var _ blobstore.InfoGetter = (*Store)(nil)
+
+// GetWithInfo is Get that also returns the object's info, taken from the
+// open file: it is the info of the version read, even if a write replaces
+// the object meanwhile.
+func (s *Store) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	f, fi, err := s.open(ctx, key)
+	if err != nil {
+		return nil, blobstore.ObjectInfo{}, fmt.Errorf("filestore: get %q: %w", key, err)
+	}
+	return &reader{ctx: ctx, r: f, c: f}, objectInfo(key, fi), nil
+}
+
 // GetRange opens length bytes of the object at key starting at offset. A
 // negative length reads to the end; a range past the end is cut at the
 // end; one starting at or past the end reads nothing.
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	f, size, err := s.open(ctx, key)
+	f, fi, err := s.open(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: get range %q: %w", key, err)
 	}
+	size := fi.Size()
 	if offset < 0 {
 		f.Close()
 		return nil, fmt.Errorf("filestore: get range %q: negative offset %d", key, offset)
@@ -202,40 +216,40 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 }
 
 // open validates key and opens its file, which must be a regular file.
-func (s *Store) open(ctx context.Context, key string) (*os.File, int64, error) {
+func (s *Store) open(ctx context.Context, key string) (*os.File, fs.FileInfo, error) {
 	if err := blobstore.ValidateKey(key); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	root, err := s.openRoot(false)
 	if err != nil {
 		if isMissing(err) {
-			return nil, 0, blobstore.ErrNotFound
+			return nil, nil, blobstore.ErrNotFound
 		}
-		return nil, 0, err
+		return nil, nil, err
 	}
 	defer root.Close()
 	f, err := root.Open(key)
 	if err != nil {
 		if isMissing(err) {
-			return nil, 0, blobstore.ErrNotFound
+			return nil, nil, blobstore.ErrNotFound
 		}
-		return nil, 0, err
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		// A directory here holds other keys ("a/b" when "a/b/c" exists);
 		// there is no object named key.
 		f.Close()
-		return nil, 0, blobstore.ErrNotFound
+		return nil, nil, blobstore.ErrNotFound
 	}
-	return f, fi.Size(), nil
+	return f, fi, nil
 }
 
 // reader streams an open file and fails once its context is done, as a

@@ -17,18 +17,33 @@ import (
 
 // Get opens the object at key for reading; the caller closes it.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, _, err := s.GetWithInfo(ctx, key)
+	return rc, err
+}
+
+var _ blobstore.InfoGetter = (*Store)(nil)
+
+// GetWithInfo is Get that also returns the object's info, from the
+// GetObject response's headers: one request instead of a HEAD and a GET.
+func (s *Store) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
 	okey, err := s.objectKey(key)
 	if err != nil {
-		return nil, err
+		return nil, blobstore.ObjectInfo{}, err
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &okey}, getOptions(ctx)...)
 	if err != nil {
-		return nil, s.wrap("get", key, err, false)
+		return nil, blobstore.ObjectInfo{}, s.wrap("get", key, err, false)
+	}
+	info := blobstore.ObjectInfo{
+		Key:     key,
+		Size:    aws.ToInt64(out.ContentLength),
+		ETag:    unquote(out.ETag),
+		ModTime: aws.ToTime(out.LastModified),
 	}
 	if blobstore.ContentVerified(ctx) {
-		return getBody{out.Body}, nil // no checksum checked: nothing to report
+		return getBody{out.Body}, info, nil // no checksum checked: nothing to report
 	}
-	return checkedBody{out.Body, key}, nil
+	return checkedBody{out.Body, key}, info, nil
 }
 
 // getOptions returns the options of a whole-object GET in ctx: none, or,

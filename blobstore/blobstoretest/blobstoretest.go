@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) blobstore.Blobstore, opts Options
 	p.Run("ValidUnusualKeys", s.testValidUnusualKeys)
 	p.Run("GetRange", s.testGetRange)
 	p.Run("Stat", s.testStat)
+	p.Run("GetWithInfo", s.testGetWithInfo)
 	p.Run("ListOrderAndPaging", s.testListOrderAndPaging)
 	p.Run("ListPrefixSemantics", s.testListPrefixSemantics)
 	p.Run("ListInvalidPrefix", s.testListInvalidPrefix)
@@ -477,6 +478,71 @@ func (s *suite) testStat(t *testing.T) {
 			t.Fatalf("List info = %+v, want key s, size 5, ETag %q", li, etag)
 		}
 	}
+}
+
+// testGetWithInfo checks blobstore.GetWithInfo: the store's own where it
+// is an InfoGetter, else Stat and Get. The body and info are of one
+// version, and a compare-and-swap on the ETag succeeds.
+func (s *suite) testGetWithInfo(t *testing.T) {
+	bs := s.open(t)
+	ctx := ctxFor(t)
+	_, _, err := blobstore.GetWithInfo(ctx, bs, "missing")
+	wantErr(t, "GetWithInfo of a missing key", err, blobstore.ErrNotFound)
+	_, _, err = blobstore.GetWithInfo(ctx, bs, "../x")
+	wantErr(t, "GetWithInfo of an invalid key", err, blobstore.ErrInvalidKey)
+
+	before := time.Now().Add(-time.Minute)
+	etag1, err := bs.PutIfAbsent(ctx, "g", Stream([]byte("v1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, info := getWithInfo(t, bs, "g")
+	sameBytes(t, "GetWithInfo body", got, []byte("v1"))
+	if info.Key != "g" || info.Size != 2 || info.ETag != etag1 {
+		t.Fatalf("GetWithInfo info = %+v, want key g, size 2, ETag %q", info, etag1)
+	}
+	if info.ModTime.Before(before) || info.ModTime.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("GetWithInfo ModTime %v is not about now", info.ModTime)
+	}
+	st, err := bs.Stat(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != info.Size || st.ETag != info.ETag || !st.ModTime.Equal(info.ModTime) {
+		t.Fatalf("GetWithInfo info = %+v, Stat = %+v; want the same", info, st)
+	}
+	etag2, err := bs.PutIfMatch(ctx, "g", info.ETag, Stream([]byte("v2")))
+	if err != nil {
+		t.Fatalf("PutIfMatch with GetWithInfo's ETag: %v", err)
+	}
+	got, info = getWithInfo(t, bs, "g")
+	sameBytes(t, "GetWithInfo body after PutIfMatch", got, []byte("v2"))
+	if info.ETag != etag2 {
+		t.Fatalf("GetWithInfo ETag after PutIfMatch = %q, want %q", info.ETag, etag2)
+	}
+
+	large := Payload(5, s.opts.LargeSize)
+	mustPut(t, bs, "large", large)
+	got, info = getWithInfo(t, bs, "large")
+	sameBytes(t, "GetWithInfo body of a large object", got, large)
+	if info.Size != int64(len(large)) {
+		t.Fatalf("GetWithInfo size of a large object = %d, want %d", info.Size, len(large))
+	}
+}
+
+// getWithInfo reads key with blobstore.GetWithInfo.
+func getWithInfo(t *testing.T, bs blobstore.Blobstore, key string) ([]byte, blobstore.ObjectInfo) {
+	t.Helper()
+	rc, info, err := blobstore.GetWithInfo(ctxFor(t), bs, key)
+	if err != nil {
+		t.Fatalf("GetWithInfo(%q): %v", key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("GetWithInfo(%q): read: %v", key, err)
+	}
+	return b, info
 }
 
 func (s *suite) testListOrderAndPaging(t *testing.T) {

@@ -3,6 +3,7 @@ package blobstoretest
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -20,9 +21,11 @@ type Capable struct {
 	// ProbeErr is what Probe returns.
 	ProbeErr error
 
-	mu      sync.Mutex
-	probes  int
-	aborted []string // prefixes AbortIncompleteUploads was called with
+	mu       sync.Mutex
+	probes   int
+	aborted  []string // prefixes AbortIncompleteUploads was called with
+	infoGets int      // calls of GetWithInfo
+	stats    int      // calls of Stat
 }
 
 // NewCapable returns an empty Capable store.
@@ -51,6 +54,30 @@ func (c *Capable) AbortIncompleteUploads(_ context.Context, prefix string, _ tim
 	defer c.mu.Unlock()
 	c.aborted = append(c.aborted, prefix)
 	return 1, nil
+}
+
+// GetWithInfo counts the call and reads from the store underneath.
+func (c *Capable) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	c.mu.Lock()
+	c.infoGets++
+	c.mu.Unlock()
+	return blobstore.GetWithInfo(ctx, c.Blobstore, key)
+}
+
+// Stat counts the call and asks the store underneath.
+func (c *Capable) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
+	c.mu.Lock()
+	c.stats++
+	c.mu.Unlock()
+	return c.Blobstore.Stat(ctx, key)
+}
+
+// InfoGets and Stats return how many times GetWithInfo and Stat were
+// called.
+func (c *Capable) InfoGets() (infoGets, stats int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.infoGets, c.stats
 }
 
 // Probes returns how many times Probe was called.
@@ -149,6 +176,43 @@ func RunDecorator(t *testing.T, wrap func(t *testing.T, bs blobstore.Blobstore) 
 		}
 		if ok, _ := base.Exists(t.Context(), keyPrefix+"k"); ok {
 			t.Fatalf("DeleteIfMatch did not reach %q in the store underneath", keyPrefix+"k")
+		}
+	})
+	t.Run("InfoGetter", func(t *testing.T) {
+		t.Parallel()
+		base := NewCapable()
+		d, keyPrefix := wrap(t, base)
+		if _, ok := d.(blobstore.InfoGetter); !ok {
+			t.Fatal("the decorator is no InfoGetter: its reads would bypass it or take a Stat")
+		}
+		ctx := t.Context()
+		etag, err := d.PutIfAbsent(ctx, "k", strings.NewReader("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stats := base.InfoGets()
+		rc, info, err := blobstore.GetWithInfo(ctx, d, "k")
+		if err != nil {
+			t.Fatalf("GetWithInfo through the decorator: %v", err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || string(b) != "v" {
+			t.Fatalf("GetWithInfo through the decorator read %q, %v; want %q", b, err, "v")
+		}
+		gets, stats2 := base.InfoGets()
+		if gets != 1 || stats2 != stats {
+			t.Fatalf("GetWithInfo reached the store as %d GetWithInfo and %d Stat calls, want 1 and 0", gets, stats2-stats)
+		}
+		st, err := d.Stat(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Key != "k" || info.ETag != etag || info.Size != st.Size {
+			t.Fatalf("GetWithInfo info = %+v, want key k, ETag %q, size %d (Stat's)", info, etag, st.Size)
+		}
+		if ok, _ := base.Exists(ctx, keyPrefix+"k"); !ok {
+			t.Fatalf("the object is not at %q in the store underneath", keyPrefix+"k")
 		}
 	})
 }

@@ -45,6 +45,20 @@ func (d *detector) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return refuseEncrypted(rc, key)
 }
 
+var _ blobstore.InfoGetter = (*detector)(nil)
+
+// GetWithInfo is Get with the object's info, refusing an encrypted object.
+func (d *detector) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	rc, info, err := blobstore.GetWithInfo(ctx, d.Blobstore, key)
+	if err != nil || !d.encrypt(key) {
+		return rc, info, err
+	}
+	if rc, err = refuseEncrypted(rc, key); err != nil {
+		return nil, blobstore.ObjectInfo{}, err
+	}
+	return rc, info, nil
+}
+
 func (d *detector) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	rc, err := d.Blobstore.GetRange(ctx, key, offset, length)
 	if err != nil || offset != 0 || !d.encrypt(key) {

@@ -161,6 +161,11 @@ func (s *store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.unseal(rc, key)
+}
+
+// unseal returns the plaintext reader of rc, the whole object at key.
+func (s *store) unseal(rc io.ReadCloser, key string) (io.ReadCloser, error) {
 	src := bufio.NewReaderSize(rc, sealedSize+1)
 	ok, err := s.readHeader(src, key)
 	if err != nil {
@@ -168,6 +173,21 @@ func (s *store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	return newUnsealer(rc, src, ok, key, 0, 0, -1), nil
+}
+
+var _ blobstore.InfoGetter = (*store)(nil)
+
+// GetWithInfo is Get with the object's info, its size the plaintext's.
+// The ETag is the stored object's, as Stat's is.
+func (s *store) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	rc, info, err := blobstore.GetWithInfo(ctx, s.bs, key)
+	if err != nil || !s.encrypt(key) {
+		return rc, info, err
+	}
+	if rc, err = s.unseal(rc, key); err != nil {
+		return nil, blobstore.ObjectInfo{}, err
+	}
+	return rc, s.plainInfo(info), nil
 }
 
 // GetRange reads the chunks that hold the range, and one byte past the

@@ -152,6 +152,19 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
+var _ blobstore.InfoGetter = (*Store)(nil)
+
+// GetWithInfo implements blobstore.InfoGetter: the body and info are of
+// one version of the object.
+func (s *Store) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	o, err := s.lookup(ctx, "get", key)
+	if err != nil {
+		return nil, blobstore.ObjectInfo{}, err
+	}
+	info := blobstore.ObjectInfo{Key: key, Size: int64(len(o.data)), ETag: o.etag, ModTime: o.modTime}
+	return io.NopCloser(bytes.NewReader(o.data)), info, nil
+}
+
 // Stat implements blobstore.Blobstore.
 func (s *Store) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
 	o, err := s.lookup(ctx, "stat", key)
