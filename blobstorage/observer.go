@@ -87,7 +87,10 @@ type requestCounter struct {
 	n atomic.Int64
 }
 
-var _ blobstore.Unwrapper = (*requestCounter)(nil)
+var (
+	_ blobstore.Unwrapper  = (*requestCounter)(nil)
+	_ blobstore.InfoGetter = (*requestCounter)(nil)
+)
 
 func (c *requestCounter) Unwrap() blobstore.Blobstore { return c.Blobstore }
 
@@ -109,6 +112,17 @@ func (c *requestCounter) PutIfMatch(ctx context.Context, key, etag string, r io.
 func (c *requestCounter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	c.n.Add(1)
 	return c.Blobstore.Get(ctx, key)
+}
+
+// GetWithInfo counts one request, or two where the store underneath
+// needs a Stat before the Get.
+func (c *requestCounter) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	if _, ok := c.Blobstore.(blobstore.InfoGetter); ok {
+		c.n.Add(1)
+	} else {
+		c.n.Add(2)
+	}
+	return blobstore.GetWithInfo(ctx, c.Blobstore, key)
 }
 
 func (c *requestCounter) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {

@@ -772,11 +772,7 @@ func (r *Replicator) putRecord(ctx context.Context, c sourceCheckpoint) error {
 	if !errors.Is(err, blobstore.ErrPreconditionFailed) {
 		return err
 	}
-	info, err := r.dst.bs.Stat(ctx, key)
-	if err != nil {
-		return err
-	}
-	old, err := r.dst.getBytes(ctx, key)
+	old, etag, err := r.dst.readSmall(ctx, key, true)
 	if err != nil {
 		return err
 	}
@@ -786,7 +782,7 @@ func (r *Replicator) putRecord(ctx context.Context, c sourceCheckpoint) error {
 	if err := r.dst.CheckWriter(ctx); err != nil {
 		return err
 	}
-	_, err = r.dst.bs.PutIfMatch(ctx, key, info.ETag, bytes.NewReader(c.raw))
+	_, err = r.dst.bs.PutIfMatch(ctx, key, etag, bytes.NewReader(c.raw))
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -361,21 +362,10 @@ func (s *Storage) Epoch() uint64 {
 	return s.epoch
 }
 
-// getJSON reads key into v. With withETag it also returns the ETag the
-// content had: Stat comes before Get, so that if the object changes in
-// between, the content read is newer than the ETag and a compare-and-swap
-// based on both fails instead of acting on stale content. Without it,
-// one Get and no Stat: a read that moves nothing needs no ETag.
+// getJSON reads key into v. With withETag it also returns the ETag of the
+// content read, for a compare-and-swap (see readSmall).
 func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool) (string, error) {
-	var etag string
-	if withETag {
-		info, err := s.bs.Stat(ctx, key)
-		if err != nil {
-			return "", err
-		}
-		etag = info.ETag
-	}
-	b, err := s.getBytes(ctx, key)
+	b, etag, err := s.readSmall(ctx, key, withETag)
 	if err != nil {
 		return "", err
 	}
@@ -396,18 +386,29 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 // the new object's checksum with the old one's bytes (versitygw v1.8.0
 // did in 2 of 3 GETs racing a PUT of the key). A damaged object fails
 // every attempt.
-func (s *Storage) getBytes(ctx context.Context, key string) (b []byte, err error) {
+func (s *Storage) getBytes(ctx context.Context, key string) ([]byte, error) {
+	b, _, err := s.readSmall(ctx, key, false)
+	return b, err
+}
+
+// readSmall is getBytes that, with withETag, also returns the ETag of
+// the content read: with it in one request where the store can
+// (blobstore.GetWithInfo), else from a Stat before the Get, whose ETag
+// is then no newer than the content, so a compare-and-swap on it fails
+// rather than act on stale content. A read that moves nothing needs no
+// ETag: one Get.
+func (s *Storage) readSmall(ctx context.Context, key string, withETag bool) (b []byte, etag string, err error) {
 	pause := 10 * time.Millisecond
 	for i := 1; ; i++ {
-		b, err = s.getBytesOnce(ctx, key)
+		b, etag, err = s.readSmallOnce(ctx, key, withETag)
 		if !errors.Is(err, blobstore.ErrChecksum) || i == smallReadAttempts {
-			return b, err
+			return b, etag, err
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return nil, "", err
 		case <-t.C:
 		}
 		pause *= 2
@@ -418,13 +419,21 @@ func (s *Storage) getBytes(ctx context.Context, key string) (b []byte, err error
 // checksum (pauses of 10, 20, 40… ms between).
 const smallReadAttempts = 6
 
-func (s *Storage) getBytesOnce(ctx context.Context, key string) ([]byte, error) {
-	rc, err := s.bs.Get(ctx, key)
+func (s *Storage) readSmallOnce(ctx context.Context, key string, withETag bool) ([]byte, string, error) {
+	var rc io.ReadCloser
+	var info blobstore.ObjectInfo
+	var err error
+	if withETag {
+		rc, info, err = blobstore.GetWithInfo(ctx, s.bs, key)
+	} else {
+		rc, err = s.bs.Get(ctx, key)
+	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer rc.Close()
-	return checkpoint.ReadRecordBytes(rc)
+	b, err := checkpoint.ReadRecordBytes(rc)
+	return b, info.ETag, err
 }
 
 func encodeJSON(v any) []byte {
@@ -463,25 +472,13 @@ func (s *Storage) readRecord(ctx context.Context, id string) (*Record, error) {
 }
 
 // readRecordETag reads the record of id and the ETag it had, for a
-// compare-and-swap on it (see getJSON for the order of Stat and Get).
+// compare-and-swap on it (see readSmall).
 func (s *Storage) readRecordETag(ctx context.Context, id string) (*Record, string, error) {
 	return s.readRecordWith(ctx, id, true)
 }
 
 func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) (*Record, string, error) {
-	key := recordKey(id)
-	var etag string
-	if withETag {
-		info, err := s.bs.Stat(ctx, key)
-		if errors.Is(err, blobstore.ErrNotFound) {
-			return nil, "", checkpoint.ErrNotFound
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		etag = info.ETag
-	}
-	b, err := s.getBytes(ctx, key)
+	b, etag, err := s.readSmall(ctx, recordKey(id), withETag)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, "", checkpoint.ErrNotFound
 	}

@@ -209,6 +209,11 @@ type keyLog struct {
 
 func (k *keyLog) Unwrap() blobstore.Blobstore { return k.Blobstore }
 
+// GetWithInfo keeps the store's one-request read (blobstore.InfoGetter).
+func (k *keyLog) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	return blobstore.GetWithInfo(ctx, k.Blobstore, key)
+}
+
 func (k *keyLog) note(key string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
