@@ -15,8 +15,8 @@ import (
 
 // WriterRole is implemented by a Storage with a single writer at a time.
 // Acquire takes the role, fencing the previous writer, and returns its
-// epoch. CheckWriter fails, wrapping ErrNotWriter or ErrFenced, unless
-// this Storage may save now. Writes need the role; reads do not.
+// epoch. CheckWriter fails unless this Storage may save now; after a
+// takeover its error wraps ErrFenced. Writes need the role; reads do not.
 type WriterRole interface {
 	Acquire(ctx context.Context) (epoch uint64, err error)
 	CheckWriter(ctx context.Context) error
