@@ -430,6 +430,20 @@ func (c *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 	return countingReadCloser{countingReader{rc, &c.down}, rc}, nil
 }
 
+// GetWithInfo keeps the store's one-request read (blobstore.InfoGetter),
+// counted as a get, or a stat and a get where the store has none.
+func (c *countingStore) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
+	c.get.Add(1)
+	if _, ok := c.Blobstore.(blobstore.InfoGetter); !ok {
+		c.stat.Add(1)
+	}
+	rc, info, err := blobstore.GetWithInfo(ctx, c.Blobstore, key)
+	if err != nil {
+		return nil, info, err
+	}
+	return countingReadCloser{countingReader{rc, &c.down}, rc}, info, nil
+}
+
 func (c *countingStore) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	c.get.Add(1)
 	rc, err := c.Blobstore.GetRange(ctx, key, offset, length)
