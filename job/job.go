@@ -15,8 +15,8 @@ type StopOptions struct {
 	// Savepoint, if not empty, is the label of a savepoint of the final
 	// checkpoint, written to the Storage's Blobstore (a
 	// *blobstorage.Storage) with checkpoint.CreateSavepointWith, without
-	// Replace: it never replaces an existing savepoint, and none is ever collected (see
-	// Job.Stop: a label per deploy, `tidemark savepoint rm`).
+	// Replace: it never replaces an existing savepoint, and none is ever
+	// collected (see Job.Stop: a label per deploy, `tidemark savepoint rm`).
 	Savepoint string
 }
 
