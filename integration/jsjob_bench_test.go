@@ -26,7 +26,7 @@ import (
 // BenchmarkJetStreamWorkers runs the partition totals job of
 // integration/jsjob over a coordinator (in this process) and 3 worker
 // processes, on one nats-server process and MinIO, from a stream of
-// TIDEMARK_BENCH_NATS_RECORDS records (default 150000, 6 partitions, 2
+// TIDEMARK_BENCH_NATS_RECORDS records (default 300000, 6 partitions, 2
 // per worker) to an exactly-once JetStream output, three times:
 //
 //   - every 1s: a barrier each second;
@@ -35,18 +35,21 @@ import (
 //   - every 1s with worker w1 killed (SIGKILL) at half the input and a
 //     replacement process started at once on an empty disk.
 //
-// It prints records/s of the first two (all records read, from the
-// coordinator's start), the overhead of 1s checkpoints in %, the
-// checkpoint latency p50/p99 from the barrier's announce to the
-// coordinator's completion event, and, for the third, the time from the
-// SIGKILL to the replacement's first batch, to every slot's first batch
-// of the new generation, and to the next completed checkpoint. The
+// It prints records/s of the first two to the last record read (from
+// the coordinator's start; output staged by then, committed by the
+// checkpoints that follow), the overhead of 1s checkpoints in %, the 1s
+// run's rate to the job's end (every output committed), the checkpoint
+// latency p50/p99 from the barrier's announce to the coordinator's
+// completion event, and, for the third, the time from the SIGKILL to the
+// replacement's first batch, to every slot's first batch of the new
+// generation, and to the completion of the first checkpoint cut after
+// the kill. The
 // outputs of the first and third runs are checked exactly once. Run it
 // once:
 //
 //	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkJetStreamWorkers -benchtime=1x ./integration/
 func BenchmarkJetStreamWorkers(b *testing.B) {
-	n := 150000
+	n := 300000
 	if s := os.Getenv("TIDEMARK_BENCH_NATS_RECORDS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v <= 0 {
@@ -56,7 +59,7 @@ func BenchmarkJetStreamWorkers(b *testing.B) {
 	}
 	const parts = 6
 	bin := buildJSJob(b.Context(), b, b.TempDir())
-	nsrv := natstest.StartProcess(b)
+	nsrv := natstest.Start(b) // a process unless TIDEMARK_NATS says otherwise
 	msrv := miniotest.Start(b)
 	bj := &benchJob{b: b, bin: bin, nsrv: nsrv, msrv: msrv, parts: parts, n: n}
 	fill := time.Now()
@@ -65,17 +68,19 @@ func BenchmarkJetStreamWorkers(b *testing.B) {
 	}
 	b.Logf("filled %d records in %v", n, time.Since(fill).Round(time.Millisecond))
 	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
 		on := bj.run(fmt.Sprintf("on%d", i), time.Second, false)
 		off := bj.run(fmt.Sprintf("off%d", i), time.Hour, false)
 		kill := bj.run(fmt.Sprintf("kill%d", i), time.Second, true)
+		b.Logf("three runs in %v", time.Since(t0).Round(time.Millisecond))
 		overhead := 100 * (off.rate - on.rate) / off.rate
 		fmt.Printf("BenchmarkJetStreamWorkers: %d records, %d partitions, 3 worker processes, NATS %s, MinIO %s\n", n, parts, nsrv.Mode(), msrv.Mode())
-		fmt.Printf("  checkpoints every 1s: %8.0f records/s  (%d checkpoints; all read in %v, job ended after %v)\n",
-			on.rate, len(on.latency), on.read.Round(time.Millisecond), on.ended.Round(time.Millisecond))
-		fmt.Printf("  checkpointing off:    %8.0f records/s  (all read in %v)\n", off.rate, off.read.Round(time.Millisecond))
+		fmt.Printf("  checkpoints every 1s: %8.0f records/s  (all read in %v; %d checkpoints, the job ended, output committed, after %v: %.0f records/s)\n",
+			on.rate, on.read.Round(time.Millisecond), len(on.latency), on.ended.Round(time.Millisecond), on.endRate)
+		fmt.Printf("  checkpointing off:    %8.0f records/s  (all read in %v, output staged, none committed)\n", off.rate, off.read.Round(time.Millisecond))
 		fmt.Printf("  overhead of 1s checkpoints: %.1f%%\n", overhead)
 		fmt.Printf("  checkpoint latency, barrier to completed: p50 %v  p99 %v  (n=%d)\n", pct(on.latency, 50), pct(on.latency, 99), len(on.latency))
-		fmt.Printf("  worker SIGKILL at half the input, replacement on an empty disk at once: its first batch after %v, every slot processing after %v, next checkpoint after %v\n",
+		fmt.Printf("  worker SIGKILL at half the input, replacement on an empty disk at once: its first batch after %v, every slot processing after %v, next checkpoint cut after it completed after %v\n",
 			kill.firstBatch.Round(time.Millisecond), kill.allProcessing.Round(time.Millisecond), kill.nextCheckpoint.Round(time.Millisecond))
 		b.ReportMetric(on.rate, "rec/s-ckpt1s")
 		b.ReportMetric(off.rate, "rec/s-ckptoff")
@@ -199,9 +204,9 @@ func (g *timedGroup) Announce(ctx context.Context, p job.Plan) error {
 
 // workersResult is what one run measured.
 type workersResult struct {
-	rate        float64
-	read, ended time.Duration
-	latency     []time.Duration
+	rate, endRate float64 // records/s to the last record read, to the job's end
+	read, ended   time.Duration
+	latency       []time.Duration
 	// After the SIGKILL of a worker (kill runs only).
 	firstBatch, allProcessing, nextCheckpoint time.Duration
 }
@@ -233,7 +238,8 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 	tg := &timedGroup{Group: g, barrier: map[string]time.Time{}}
 	var mu sync.Mutex
 	var latency []time.Duration
-	var completed []time.Time
+	var killedAt time.Time    // set under mu
+	var completed []time.Time // of checkpoints announced after the kill
 	start := time.Now()
 	coordDone := make(chan error, 1)
 	go func() {
@@ -255,7 +261,9 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 				at, ok := tg.barrier[e.Checkpoint]
 				tg.mu.Unlock()
 				mu.Lock()
-				completed = append(completed, now)
+				if ok && !killedAt.IsZero() && at.After(killedAt) {
+					completed = append(completed, now)
+				}
 				if ok {
 					latency = append(latency, now.Sub(at))
 				}
@@ -278,7 +286,6 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 		}
 		return sum >= uint64(j.n)
 	}
-	var killedAt time.Time
 	// A kill run ends with the job: survivors re-read from the checkpoint,
 	// so the sum of records read says nothing there.
 	for kill || !readAll() {
@@ -286,7 +293,9 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 			if err := workers[1].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				b.Fatal(err)
 			}
+			mu.Lock()
 			killedAt = time.Now()
+			mu.Unlock()
 			<-workers[1].done
 			workers[1] = j.worker(name, "w1", store, 1) // counts from 0 again
 		}
@@ -308,6 +317,7 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 	res.rate = float64(j.n) / res.read.Seconds()
 	if interval > time.Minute {
 		// The baseline: nothing more to measure; no barrier would come.
+		b.Logf("run %s: all read after %v", name, res.read.Round(time.Millisecond))
 		cancel()
 		<-coordDone
 		for _, w := range workers {
@@ -320,6 +330,7 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 		b.Fatalf("run %s: coordinator: %v", name, err)
 	}
 	res.ended = time.Since(start)
+	res.endRate = float64(j.n) / res.ended.Seconds()
 	for k, w := range workers {
 		if err := <-w.done; err != nil {
 			b.Fatalf("run %s: worker w%d: %v", name, k, err)
@@ -340,18 +351,19 @@ func (j *benchJob) run(name string, interval time.Duration, kill bool) workersRe
 			}
 		}
 		res.allProcessing = last.Sub(killedAt)
-		for _, c := range completed {
-			if c.After(killedAt) {
-				res.nextCheckpoint = c.Sub(killedAt)
-				break
-			}
+		if len(completed) == 0 {
+			b.Fatalf("run %s: no checkpoint announced after the kill completed", name)
 		}
+		res.nextCheckpoint = completed[0].Sub(killedAt)
 	}
 	mu.Unlock()
+	b.Logf("run %s: the job ended after %v", name, res.ended.Round(time.Millisecond))
+	checked := time.Now()
 	out, err := j.command("check", "-out", name, "-records", strconv.Itoa(j.n)).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), fmt.Sprintf("exactly-once: OK, %d records", j.n)) {
 		b.Fatalf("run %s: jsjob check: %v\n%s", name, err, out)
 	}
+	b.Logf("run %s: %s in %v", name, strings.TrimSpace(string(out)), time.Since(checked).Round(time.Millisecond))
 	return res
 }
 
