@@ -12,8 +12,9 @@
 // job keeps per partition the running total of the numbers and emits
 // "<p>:<n>:<total>" to the output stream (-out, default "out") through
 // the exactly-once Sink. setup creates the streams and publishes N
-// records (none with -records 0). check reads the output and prints "exactly-once: OK, N records" when each
-// input's effect is there once, in order, with the right totals.
+// records (none with -records 0). check reads the output and prints
+// "exactly-once: OK, N records" when each input's effect is there once,
+// in order, with the right totals.
 //
 // The NATS credentials come from NATS_USER and NATS_PASSWORD, the S3
 // ones from the standard AWS environment. Progress goes to stdout, one
