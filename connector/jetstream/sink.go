@@ -276,33 +276,46 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 	return nil
 }
 
-// ackWait is how long waitAcks waits for a staged message's
-// acknowledgement before it publishes the message again. A message sent
-// to a stream leader that died is never acknowledged, and the client,
-// connected to a live node, sees no disconnect: waiting for the ack alone
-// stalled a worker for 30 s after a node kill.
+// ackWait is how long waitAcks waits for the staged messages'
+// acknowledgements before it publishes the missing ones again. A message
+// sent to a stream leader that died is never acknowledged, and the
+// client, connected to a live node, sees no disconnect: waiting for the
+// ack alone stalled a worker for 30 s after a node kill.
 const ackWait = 3 * time.Second
 
-// waitAcks waits until every message staged in st is stored. A message
-// whose ack is lost (a reconnect, a leader's death) or late is published
-// again, synchronously and with retries; its Nats-Msg-Id makes the server
-// drop the copy if the first one was stored after all. A copy may land
-// after later messages: readStaging orders them by index.
+// waitAcks waits until every message staged in st is stored. Messages
+// whose ack is lost (a reconnect, a leader's death) or still missing
+// after ackWait are published again, one by one, synchronously and with
+// retries; a Nats-Msg-Id makes the server drop the copy of one stored
+// after all. A copy may land after later messages: readStaging orders
+// them by index.
 func (s *Sink) waitAcks(ctx context.Context, st *stagedTxn) error {
 	timer := time.NewTimer(ackWait)
 	defer timer.Stop()
+	expired := false // every message was sent ackWait ago or more
 	for _, f := range st.futures {
-		timer.Reset(ackWait)
-		select {
-		case <-f.Ok():
-			continue
-		case err := <-f.Err():
-			if !transient(err) {
-				return err
+		var err error
+		if !expired {
+			select {
+			case <-f.Ok():
+				continue
+			case err = <-f.Err():
+			case <-timer.C:
+				expired = true
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case <-timer.C:
-		case <-ctx.Done():
-			return ctx.Err()
+		}
+		if expired {
+			select {
+			case <-f.Ok():
+				continue
+			case err = <-f.Err():
+			default:
+			}
+		}
+		if err != nil && !transient(err) {
+			return err
 		}
 		old := f.Msg()
 		m := &nats.Msg{Subject: old.Subject, Header: nats.Header{}, Data: old.Data}

@@ -567,8 +567,8 @@ func TestWorkersZombieCoordinatorFenced(t *testing.T) {
 // checkpoint completes, the node leading the bucket is killed. The job
 // goes on through the election. A worker without progress for 8 s (a
 // liveness probe's view) is replaced by a new incarnation, the old one
-// left as a zombie; before the Sink published a staged message again
-// when its ack was lost, one worker in most runs stalled 30 s so.
+// left as a zombie. Before the Sink published a staged message again
+// when its ack was lost, a worker stalled 30 s so in most runs.
 // Each input's effect is in the output once.
 func TestWorkersClusterNodeKill(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
