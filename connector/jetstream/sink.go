@@ -258,6 +258,8 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 		out := PartitionSubject(s.cfg.Stream, PartitionOf(r.Key, s.cfg.Partitions))
 		m.Header.Set(subjectHeader, out)
 		m.Header.Set(indexHeader, strconv.Itoa(len(st.msgs)))
+		// The server drops a copy that waitAcks publishes again.
+		m.Header.Set(nats.MsgIdHdr, subj+"#"+strconv.Itoa(len(st.msgs)))
 		f, err := s.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("jetstream: stage a record of %s: %w", txn, err)
@@ -266,7 +268,7 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 		st.msgs = append(st.msgs, stagedMsg{subject: out, key: m.Header.Get(KeyHeader), data: r.Value})
 		// Bound the acks in flight, and surface an error early.
 		if len(st.futures) >= 1024 {
-			if err := waitAcks(ctx, st); err != nil {
+			if err := s.waitAcks(ctx, st); err != nil {
 				return fmt.Errorf("jetstream: stage records of %s: %w", txn, err)
 			}
 		}
@@ -274,24 +276,57 @@ func (s *Sink) Write(ctx context.Context, txn job.Txn, recs []job.Record) error 
 	return nil
 }
 
-// ackTimeout bounds the wait for one staged message's acknowledgement: a
-// message lost in a reconnect is never acknowledged, and Prepare must fail
-// rather than hang.
-const ackTimeout = 30 * time.Second
+// ackWait is how long waitAcks waits for the staged messages'
+// acknowledgements before it publishes the missing ones again. A message
+// sent to a stream leader that died is never acknowledged, and the
+// client, connected to a live node, sees no disconnect: waiting for the
+// ack alone stalled a worker for 30 s after a node kill.
+const ackWait = 3 * time.Second
 
-func waitAcks(ctx context.Context, st *stagedTxn) error {
-	timer := time.NewTimer(ackTimeout)
+// waitAcks waits until every message staged in st is stored. Messages
+// whose ack is lost (a reconnect, a leader's death) or still missing
+// after ackWait are published again, one by one, synchronously and with
+// retries; a Nats-Msg-Id makes the server drop the copy of one stored
+// after all. A copy may land after later messages: readStaging orders
+// them by index.
+func (s *Sink) waitAcks(ctx context.Context, st *stagedTxn) error {
+	timer := time.NewTimer(ackWait)
 	defer timer.Stop()
+	expired := false // every message was sent ackWait ago or more
 	for _, f := range st.futures {
-		timer.Reset(ackTimeout)
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		var err error
+		if !expired {
+			select {
+			case <-f.Ok():
+				continue
+			case err = <-f.Err():
+			case <-timer.C:
+				expired = true
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if expired {
+			select {
+			case <-f.Ok():
+				continue
+			case err = <-f.Err():
+			default:
+			}
+		}
+		if err != nil && !transient(err) {
 			return err
-		case <-timer.C:
-			return fmt.Errorf("no acknowledgement of a staged message after %v", ackTimeout)
-		case <-ctx.Done():
-			return ctx.Err()
+		}
+		old := f.Msg()
+		m := &nats.Msg{Subject: old.Subject, Header: nats.Header{}, Data: old.Data}
+		for k, v := range old.Header {
+			m.Header[k] = v
+		}
+		if err := retry(ctx, func(rctx context.Context) error {
+			_, err := s.js.PublishMsg(rctx, m)
+			return err
+		}); err != nil {
+			return fmt.Errorf("publish a staged message again: %w", err)
 		}
 	}
 	st.futures = st.futures[:0]
@@ -307,7 +342,7 @@ func (s *Sink) Prepare(ctx context.Context, txn job.Txn) error {
 	if st == nil {
 		st = &stagedTxn{} // a checkpoint with no output
 	}
-	if err := waitAcks(ctx, st); err != nil {
+	if err := s.waitAcks(ctx, st); err != nil {
 		return fmt.Errorf("jetstream: prepare %s: staged records: %w", txn, err)
 	}
 	sl := seal{Txn: txn.String(), Records: len(st.msgs), ChunkMsgs: s.cfg.MaxBatch - 1, ChunkBytes: s.cfg.MaxBatchBytes}
@@ -463,7 +498,10 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 	if err := json.Unmarshal(last.Data, &sl); err != nil || sl.Txn != txn.String() || sl.ChunkMsgs < 1 {
 		return nil, nil, fmt.Errorf("jetstream: staging of %s: bad seal %q", txn, last.Data)
 	}
-	msgs := make([]stagedMsg, 0, sl.Records)
+	// Messages are stored in index order but for one published again by
+	// waitAcks, which may land after later ones; a copy is skipped.
+	msgs := make([]stagedMsg, sl.Records)
+	have := make([]bool, sl.Records)
 	if sl.Records > 0 {
 		var cons natsjs.Consumer
 		err := retry(ctx, func(rctx context.Context) error {
@@ -481,22 +519,24 @@ func (s *Sink) readStaging(ctx context.Context, txn job.Txn) (*seal, []stagedMsg
 			return nil, nil, fmt.Errorf("jetstream: read staging of %s: %w", txn, err)
 		}
 		defer it.Stop()
-		for len(msgs) < sl.Records {
+		for got := 0; got < sl.Records; {
 			m, err := it.Next(natsjs.NextContext(ctx))
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %s: staging read after %d of %d records: %v", ErrNotPrepared, txn, len(msgs), sl.Records, err)
+				return nil, nil, fmt.Errorf("%w: %s: staging read after %d of %d records: %v", ErrNotPrepared, txn, got, sl.Records, err)
 			}
 			h := m.Headers()
 			if h.Get(sealHeader) != "" {
-				return nil, nil, fmt.Errorf("%w: %s: seal after %d of %d records", ErrNotPrepared, txn, len(msgs), sl.Records)
+				return nil, nil, fmt.Errorf("%w: %s: seal after %d of %d records", ErrNotPrepared, txn, got, sl.Records)
 			}
-			switch i, err := strconv.Atoi(h.Get(indexHeader)); {
-			case err != nil || i > len(msgs):
-				return nil, nil, fmt.Errorf("jetstream: staging of %s: record %q where %d was due", txn, h.Get(indexHeader), len(msgs))
-			case i < len(msgs):
+			i, err := strconv.Atoi(h.Get(indexHeader))
+			if err != nil || i < 0 || i >= sl.Records {
+				return nil, nil, fmt.Errorf("jetstream: staging of %s: record %q of %d", txn, h.Get(indexHeader), sl.Records)
+			}
+			if have[i] {
 				continue // a duplicate of a record already read
 			}
-			msgs = append(msgs, stagedMsg{subject: h.Get(subjectHeader), key: h.Get(KeyHeader), data: m.Data()})
+			have[i], got = true, got+1
+			msgs[i] = stagedMsg{subject: h.Get(subjectHeader), key: h.Get(KeyHeader), data: m.Data()}
 		}
 	}
 	return &sl, msgs, nil

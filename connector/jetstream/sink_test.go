@@ -308,6 +308,7 @@ func TestSinkStagingDuplicateIgnored(t *testing.T) {
 	}
 	dup := nats.NewMsg(third.Subject)
 	dup.Header, dup.Data = third.Header, third.Data
+	dup.Header.Del(nats.MsgIdHdr) // else the server drops it: stored twice here
 	if _, err := js.PublishMsg(ctx, dup); err != nil {
 		t.Fatal(err)
 	}
@@ -321,6 +322,56 @@ func TestSinkStagingDuplicateIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameRecords(t, "committed from staging with a duplicate", readOutput(t, js, "out"), want)
+}
+
+// TestSinkStagingCopyAfterLaterRecords: a staged record whose first copy
+// was lost and which was published again after later ones (waitAcks
+// does so when an ack is lost) is committed in its place by a node
+// reading staging.
+func TestSinkStagingCopyAfterLaterRecords(t *testing.T) {
+	srv := natstest.Start(t)
+	outputStreams(t, srv, "out")
+	ctx := t.Context()
+	js := srv.JetStream(t)
+	txn := job.Txn{ID: "ckpt-00000000000000000012", Writer: "e5"}
+	want := records("late", 0, 5)
+	w := newSink(t, srv, tmjs.SinkConfig{Stream: "out"})
+	if err := w.Write(ctx, txn, want); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "out_staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st.CachedInfo().State.Msgs < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		if st, err = js.Stream(ctx, "out_staging"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second record is lost; its copy comes after the fifth.
+	first := st.CachedInfo().State.FirstSeq
+	second, err := st.GetMsg(ctx, first+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(ctx, first+1); err != nil {
+		t.Fatal(err)
+	}
+	again := nats.NewMsg(second.Subject)
+	again.Header, again.Data = second.Header, second.Data
+	again.Header.Del(nats.MsgIdHdr) // the server remembers the id of the deleted one
+	if _, err := js.PublishMsg(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Prepare(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := newSink(t, srv, tmjs.SinkConfig{Stream: "out"}).Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "committed from staging with a record out of order", readOutput(t, js, "out"), want)
 }
 
 // TestSinkChunksByBytes: a txn larger than MaxBatchBytes is cut into

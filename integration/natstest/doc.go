@@ -43,7 +43,9 @@
 // [StartCluster] starts n processes routed into one JetStream cluster on
 // 127.0.0.1, for streams of several replicas; each node is a Server that
 // can be killed and restarted alone, and [Cluster.Connect] fails over
-// between them.
+// between them. [StartDockerCluster] does the same with containers on a
+// test's Docker network: containers of the job reach the nodes at
+// [DockerCluster.NetworkURL], the test through the embedded Cluster.
 //
 // # Cleanup
 //
