@@ -21,14 +21,22 @@ type OwnerStats struct {
 	Keys uint64
 	// KeyBytes and ValueBytes are the tables' raw key and value sizes.
 	KeyBytes, ValueBytes uint64
+	// Sampled is the number of tables whose properties were read. When
+	// it is below Tables, Keys, KeyBytes and ValueBytes are scaled up
+	// from the sample by size.
+	Sampled int
 }
 
-// statsGroups is how many key ranges Stats reads table properties in at
-// once: a remote table's properties cost a ranged read each, so reading
-// them one after another took seconds for a thousand tables.
+// statsGroups is how many tables' properties Stats reads at once, and
+// statsSample how many it reads at most: a remote table's properties
+// cost ranged reads, so reading a thousand took seconds.
 const statsGroups = 16
 
-// Stats returns the owner's OwnerStats.
+var statsSample = 64 // a variable for tests
+
+// Stats returns the owner's OwnerStats. Tables and Bytes are exact; the
+// key counts and sizes come from the properties of at most statsSample
+// tables spread over the key space, scaled by size.
 func (o *Owner) Stats() (OwnerStats, error) {
 	if err := o.s.acquire(); err != nil {
 		return OwnerStats{}, o.errorf("stats", nil, err)
@@ -38,27 +46,33 @@ func (o *Owner) Stats() (OwnerStats, error) {
 	if err != nil {
 		return OwnerStats{}, o.errorf("stats", nil, err)
 	}
+	var st OwnerStats
 	var tables []pebble.SSTableInfo
 	for _, level := range levels {
-		tables = append(tables, level...)
+		for _, t := range level {
+			tables = append(tables, t)
+			st.Tables++
+			st.Bytes += int64(t.Size)
+		}
 	}
 	slices.SortFunc(tables, func(a, b pebble.SSTableInfo) int { return bytes.Compare(a.Smallest.UserKey, b.Smallest.UserKey) })
-	// Each group of tables, by smallest key, is one key range whose
-	// tables' properties are read by one SSTables call; a table that
-	// overlaps two ranges is read twice and counted once.
+	sample := tables
+	if len(tables) > statsSample {
+		sample = make([]pebble.SSTableInfo, statsSample)
+		for i := range sample {
+			sample[i] = tables[i*len(tables)/statsSample]
+		}
+	}
+	// Each sampled table's key range is read with its properties; a
+	// table of another level overlapping it comes too and joins the
+	// sample, counted once.
 	var mu sync.Mutex
 	seen := map[uint64]bool{}
-	var st OwnerStats
+	var sampledBytes uint64
 	var g errgroup.Group
-	per := max(1, (len(tables)+statsGroups-1)/statsGroups)
-	for lo := 0; lo < len(tables); lo += per {
-		group := tables[lo:min(lo+per, len(tables))]
-		start, end := group[0].Smallest.UserKey, []byte(nil)
-		for _, t := range group {
-			if end == nil || bytes.Compare(t.Largest.UserKey, end) >= 0 {
-				end = append(bytes.Clone(t.Largest.UserKey), 0)
-			}
-		}
+	g.SetLimit(statsGroups)
+	for _, t := range sample {
+		start, end := t.Smallest.UserKey, append(bytes.Clone(t.Largest.UserKey), 0)
 		g.Go(func() error {
 			found, err := o.db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(start, end))
 			if err != nil {
@@ -68,17 +82,16 @@ func (o *Owner) Stats() (OwnerStats, error) {
 			defer mu.Unlock()
 			for _, level := range found {
 				for _, t := range level {
-					if seen[uint64(t.FileNum)] {
+					if seen[uint64(t.FileNum)] || t.Properties == nil {
 						continue
 					}
 					seen[uint64(t.FileNum)] = true
-					st.Tables++
-					st.Bytes += int64(t.Size)
-					if p := t.Properties; p != nil {
-						st.Keys += p.NumEntries - min(p.NumEntries, p.NumDeletions)
-						st.KeyBytes += p.RawKeySize
-						st.ValueBytes += p.RawValueSize
-					}
+					p := t.Properties
+					st.Sampled++
+					sampledBytes += t.Size
+					st.Keys += p.NumEntries - min(p.NumEntries, p.NumDeletions)
+					st.KeyBytes += p.RawKeySize
+					st.ValueBytes += p.RawValueSize
 				}
 			}
 			return nil
@@ -86,6 +99,10 @@ func (o *Owner) Stats() (OwnerStats, error) {
 	}
 	if err := g.Wait(); err != nil {
 		return OwnerStats{}, o.errorf("stats", nil, err)
+	}
+	if st.Sampled < st.Tables && sampledBytes > 0 {
+		scale := func(v uint64) uint64 { return uint64(float64(v) * float64(st.Bytes) / float64(sampledBytes)) }
+		st.Keys, st.KeyBytes, st.ValueBytes = scale(st.Keys), scale(st.KeyBytes), scale(st.ValueBytes)
 	}
 	return st, nil
 }

@@ -162,6 +162,8 @@ type ownerInfo struct {
 	Keys       uint64 `json:"keys_estimated"`
 	KeyBytes   uint64 `json:"key_bytes"`
 	ValueBytes uint64 `json:"value_bytes"`
+	// Sampled is how many tables' properties the estimates come from.
+	Sampled int `json:"tables_sampled"`
 }
 
 // shownKV is one key (and value) in a listing.
@@ -194,7 +196,8 @@ func (a *app) inspectCmd() *cobra.Command {
 		Short: "Look inside a checkpoint's or savepoint's state, without a job",
 		Long: `inspect opens the state of a checkpoint (an id, latest or latest-completed) or a
 savepoint read-only in a temporary directory and prints each owner's tables,
-size and estimated key count (from the tables' properties), then the first
+size and estimated key count (from the properties of at most 64 tables,
+scaled by size), then the first
 --limit keys (with --prefix, those that start with it) and their values, shown
 safely: a quoted string when printable, else hex, cut after --value-bytes.
 
@@ -242,7 +245,7 @@ checkpoint's restore pin, or a savepoint's lock.`,
 				if err != nil {
 					return err
 				}
-				infos = append(infos, ownerInfo{id, stats.Tables, stats.Bytes, stats.Keys, stats.KeyBytes, stats.ValueBytes})
+				infos = append(infos, ownerInfo{id, stats.Tables, stats.Bytes, stats.Keys, stats.KeyBytes, stats.ValueBytes, stats.Sampled})
 				for kv, err := range o.Scan([]byte(prefix)) {
 					if err != nil {
 						return err
