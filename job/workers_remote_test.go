@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/job"
@@ -65,6 +67,8 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		{slots: map[string][]string{"a": parts}},
 		{slots: map[string][]string{"a": {"p0"}, "b": {"p1"}, "c": {"p2", "p3"}}, last: true},
 	}
+	var storage *blobstorage.Storage
+	var last string
 	for i, ph := range phases {
 		slots := slices.Sorted(func(yield func(string) bool) {
 			for s := range ph.slots {
@@ -75,12 +79,13 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		})
 		g := newHub()
 		var completed atomic.Int64
-		disk := t.TempDir()
+		// GC after every checkpoint, keeping one, beside the workers.
+		storage = blobstorage.New(raw, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{Keep: 1, Grace: 2 * time.Second})
 		coord := goRun(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunCoordinator(ctx, job.CoordinatorConfig{
-				Group: g.handle(), Storage: node(t, raw, disk), Slots: slots,
+				Group: g.handle(), Storage: storage, Slots: slots,
 				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
-				Interval: 100 * time.Millisecond, Timeout: 20 * time.Second,
+				Interval: 100 * time.Millisecond, Timeout: 20 * time.Second, GCEvery: 1,
 				Observe: func(e job.Event) {
 					if e.Kind == "checkpoint" {
 						completed.Add(1)
@@ -140,6 +145,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 			if res.Restored == "" {
 				t.Fatalf("phase %d restored nothing", i+1)
 			}
+			last = res.Last
 			for _, w := range workers {
 				if _, err := w.wait(t); err != nil {
 					t.Fatalf("phase %d: worker: %v", i+1, err)
@@ -172,6 +178,14 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		if n, _, _ := tables.snapshot(); n != 0 {
 			t.Errorf("remote mode: %d whole tables were downloaded during the job", n)
 		}
+	}
+	// The writer's GC beside the job deleted nothing the last checkpoint
+	// references, its remote tables included.
+	if _, err := storage.GC(t.Context(), blobstorage.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Verify(t.Context(), last); err != nil {
+		t.Fatalf("verify %s: %v", last, err)
 	}
 	byPart := map[string][]job.Record{}
 	for _, slot := range []string{"a", "b", "c"} {
