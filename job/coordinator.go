@@ -39,6 +39,9 @@ type CoordinatorConfig struct {
 	Timeout time.Duration
 	// GCEvery runs Storage.GC after the first completed checkpoint of a
 	// run and then after every GCEvery. Zero means 5; negative never.
+	// With workers in remote mode (WorkerConfig.RemoteState), it keeps
+	// every table created under this coordinator's epoch: only the workers
+	// know which they still use. The next coordinator's GC drops the rest.
 	GCEvery int
 	// Observe hears "start" (a generation starts from Checkpoint),
 	// "checkpoint" (Checkpoint completed) and "stop".

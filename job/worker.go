@@ -57,9 +57,11 @@ type WorkerConfig struct {
 	// RemoteState puts the state in remote mode (instant restore), as
 	// Config.RemoteState does: "all" creates every SST in Blobstore,
 	// "lower" only those of L5 and L6; empty keeps it on local disk. A
-	// generation then opens its owners where their tables are, downloading
-	// no table, hydrates their cache in the background, and its parts
-	// reference those objects. Give every worker of a job the same value.
+	// generation then opens its owners where their tables are (it
+	// downloads none of the tables in the store), hydrates their cache in
+	// the background, and its parts reference those tables. Give every
+	// worker of a job the same value: a worker in local mode is refused a
+	// checkpoint in remote mode (ErrConfig).
 	RemoteState string
 	// State configures the Pebble state (its Remote field is set by
 	// RemoteState; leave it zero).
@@ -81,7 +83,8 @@ type WorkerConfig struct {
 // (blobstorage.NewWorkerID(Slot)) and follows the coordinator's plan. At
 // each generation it drops what it had, restores its owners of the plan's
 // checkpoint from the store (blobstorage.Worker.Restore: nothing of Dir
-// is trusted), opens the Source and seeks it to the slot's offsets; then
+// is trusted; in remote mode only their local files, the tables are read
+// in place and hydrated in the background), opens the Source and seeks it to the slot's offsets; then
 // it processes batches into the open transaction, Txn{ID: the plan's
 // next checkpoint, Writer: "e<epoch>-g<gen>-<slot>"}. At each barrier,
 // between two batches, it takes the Source's offsets, checkpoints its
