@@ -80,13 +80,14 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		})
 		g := newHub()
 		var completed atomic.Int64
-		// GC after every checkpoint, keeping one, beside the workers.
-		storage = blobstorage.New(raw, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{Keep: 1, Grace: 2 * time.Second})
+		// GC after every checkpoint, keeping one, beside the workers, with
+		// a Grace just above a barrier's Timeout.
+		storage = blobstorage.New(raw, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{Keep: 1, Grace: 4 * time.Second})
 		coord := goRun(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunCoordinator(ctx, job.CoordinatorConfig{
 				Group: g.handle(), Storage: storage, Slots: slots,
 				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
-				Interval: 100 * time.Millisecond, Timeout: 20 * time.Second, GCEvery: 1,
+				Interval: 100 * time.Millisecond, Timeout: 2 * time.Second, GCEvery: 1,
 				Observe: func(e job.Event) {
 					if e.Kind == "checkpoint" {
 						completed.Add(1)
@@ -180,10 +181,22 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 			t.Errorf("remote mode: %d whole tables were downloaded during the job", n)
 		}
 	}
-	// The writer's GC beside the job deleted nothing the last checkpoint
-	// references, its remote tables included.
-	if _, err := storage.GC(t.Context(), blobstorage.GCOptions{}); err != nil {
+	// The coordinator's GC deletes the tables of its epoch that the
+	// workers' databases made obsolete, and nothing the last checkpoint
+	// references.
+	rep, err := storage.GC(t.Context(), blobstorage.GCOptions{Now: time.Now().Add(time.Hour)})
+	if err != nil {
 		t.Fatal(err)
+	}
+	obsolete := 0
+	for _, d := range rep.Deletions {
+		if d.Reason == blobstorage.DropRemoteObsolete {
+			obsolete++
+		}
+	}
+	t.Logf("mode %q: the last GC deleted %d obsolete tables of the last epoch", mode, obsolete)
+	if mode != "" && obsolete == 0 {
+		t.Error("the coordinator's GC deleted no obsolete table of its epoch: they would stay until the next epoch")
 	}
 	if err := storage.Verify(t.Context(), last); err != nil {
 		t.Fatalf("verify %s: %v", last, err)
