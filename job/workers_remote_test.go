@@ -80,6 +80,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		})
 		g := newHub()
 		var completed atomic.Int64
+		var announced atomic.Int64 // the first generation's announcement, in ns
 		// GC after every checkpoint, keeping one, beside the workers, with
 		// a Grace above a barrier's Timeout.
 		storage = blobstorage.New(raw, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{Keep: 1, Grace: 20 * time.Second})
@@ -92,6 +93,9 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 					if e.Kind == "checkpoint" {
 						completed.Add(1)
 					}
+					if e.Kind == "start" {
+						announced.CompareAndSwap(0, time.Now().UnixNano())
+					}
 				},
 			})
 		})
@@ -100,7 +104,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		firsts := make(map[string]*firstRecord, len(slots))
 		var workers []*bg
 		for _, slot := range slots {
-			f := &firstRecord{start: time.Now()}
+			f := &firstRecord{}
 			firsts[slot] = f
 			owners := make([]string, len(ph.slots[slot]))
 			for j, p := range ph.slots[slot] {
@@ -110,6 +114,8 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 				return job.RunWorker(ctx, job.WorkerConfig{
 					Group: g.handle(), Slot: slot, Blobstore: tables, Dir: t.TempDir(),
 					Source: func(context.Context) (job.Source, error) {
+						// Called once the generation's state is open.
+						f.openOnce.Do(func() { f.opened = time.Since(time.Unix(0, announced.Load())) })
 						return &partSource{parts: ph.slots[slot], n: perPartition, batch: 10}, nil
 					},
 					Processor:   partSummer{pad: 1024, pause: 3 * time.Millisecond},
@@ -120,7 +126,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 					Observe: func(e job.Event) {
 						if e.Kind == "batch" {
 							f.once.Do(func() {
-								f.took = time.Since(f.start)
+								f.took = time.Since(time.Unix(0, announced.Load()))
 								full, fullBytes, ranged := tables.snapshot()
 								f.full, f.fullBytes, f.rangedBytes = full-full0, fullBytes-fullBytes0, ranged-ranged0
 							})
@@ -171,8 +177,8 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 		downloaded := false
 		for _, slot := range slots {
 			f := firsts[slot]
-			t.Logf("mode %q, %d → %d slots, slot %s: first record %v after start; before it, the job's GETs of whole tables: %d (%d B); ranged reads of tables: %d B",
-				mode, len(phases[i-1].slots), len(slots), slot, f.took.Round(time.Millisecond), f.full, f.fullBytes, f.rangedBytes)
+			t.Logf("mode %q, %d → %d slots, slot %s: state open %v and first record %v after the generation's announcement; before it, the job's GETs of whole tables: %d (%d B), ranged reads of tables: %d B",
+				mode, len(phases[i-1].slots), len(slots), slot, f.opened.Round(time.Millisecond), f.took.Round(time.Millisecond), f.full, f.fullBytes, f.rangedBytes)
 			if mode != "" && f.full > 0 {
 				t.Errorf("phase %d, slot %s: %d whole tables (%d B) downloaded before the first record: the state was not opened in place", i+1, slot, f.full, f.fullBytes)
 			}
@@ -237,9 +243,8 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, mode string) {
 // firstRecord is what one worker read of the tables before its first
 // record.
 type firstRecord struct {
-	once                   sync.Once
-	start                  time.Time
-	took                   time.Duration
+	once, openOnce         sync.Once
+	opened, took           time.Duration
 	full                   int64
 	fullBytes, rangedBytes int64
 }
