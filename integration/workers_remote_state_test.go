@@ -58,9 +58,11 @@ func TestWorkersRemoteStateRescaleOpensTablesInPlace(t *testing.T) {
 }
 
 // rescalePhase is one run of the job: its slots, each with its
-// partitions, and whether it runs to the end or is killed.
+// partitions, how far it reads, and whether it runs to the end or is
+// killed.
 type rescalePhase struct {
 	slots map[string][]string
+	upTo  int // how far each partition is read (0: to its end)
 	last  bool
 }
 
@@ -70,8 +72,8 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 	tables := &tableReads{Blobstore: raw}
 	sinkOf := func(slot string) *job.BlobSink { return job.NewBlobSink(raw, "out/"+slot+"/") }
 	phases := []rescalePhase{
-		{slots: map[string][]string{"a": {"p0", "p1"}, "b": {"p2", "p3"}}},
-		{slots: map[string][]string{"a": parts}},
+		{slots: map[string][]string{"a": {"p0", "p1"}, "b": {"p2", "p3"}}, upTo: perPartition / 3},
+		{slots: map[string][]string{"a": parts}, upTo: perPartition * 2 / 3},
 		{slots: map[string][]string{"a": {"p0"}, "b": {"p1"}, "c": {"p2", "p3"}}, last: true},
 	}
 	var storage *blobstorage.Storage
@@ -130,7 +132,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 					Source: func(context.Context) (job.Source, error) {
 						// Called once the generation's state is open.
 						f.openOnce.Do(func() { f.opened = time.Since(time.Unix(0, announced.Load())) })
-						return &partSource{parts: ph.slots[slot], n: perPartition, batch: 10}, nil
+						return &partSource{parts: ph.slots[slot], n: perPartition, batch: 10, upTo: ph.upTo}, nil
 					},
 					Processor:   partSummer{pad: 1024, pause: 3 * time.Millisecond},
 					Sink:        sinkOf(slot),
@@ -347,10 +349,13 @@ func (b countedBody) Read(p []byte) (int, error) {
 
 // partSource reads partitions of the numbers 1…n each, a batch of one
 // partition at a time in turn. Its offsets are a JSON object keyed by
-// partition; Seek takes its own partitions of a merged one.
+// partition; Seek takes its own partitions of a merged one. With upTo
+// set it stops there without ending: the run is killed before its input
+// ends, however slow its checkpoints are.
 type partSource struct {
 	parts    []string
 	n, batch int
+	upTo     int
 	next     map[string]int
 	turn     int
 }
@@ -373,21 +378,29 @@ func (s *partSource) Next(ctx context.Context) ([]job.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	end := s.n
+	if s.upTo > 0 {
+		end = min(s.upTo, s.n)
+	}
 	for range s.parts {
 		p := s.parts[s.turn%len(s.parts)]
 		s.turn++
-		if s.next[p] >= s.n {
+		if s.next[p] >= end {
 			continue
 		}
 		var out []job.Record
 		for range s.batch {
-			if s.next[p] == s.n {
+			if s.next[p] == end {
 				break
 			}
 			s.next[p]++
 			out = append(out, job.Record{Key: fmt.Appendf(nil, "%s/%d", p, s.next[p])})
 		}
 		return out, nil
+	}
+	if end < s.n {
+		time.Sleep(5 * time.Millisecond) // idle, not ended: checkpoints go on
+		return nil, nil
 	}
 	return nil, io.EOF
 }

@@ -31,7 +31,7 @@ func TestWorkersStateModeChange(t *testing.T) {
 			return job.RunWorker(ctx, job.WorkerConfig{
 				Group: g.handle(), Slot: "a", Blobstore: bucket, Dir: t.TempDir(),
 				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
-				Processor: summer{owner: "sum-a", pause: 2 * time.Millisecond},
+				Processor: summer{owner: "sum-a", pause: 5 * time.Millisecond},
 				Sink:      sink, Owners: []string{"sum-a"}, State: smallState, RemoteState: mode,
 			})
 		})
@@ -46,8 +46,8 @@ func TestWorkersStateModeChange(t *testing.T) {
 	waitUntil(t, func() bool { return completed.Load() >= 2 })
 	for _, b := range []*bg{c, w} {
 		b.cancel()
-		if _, err := b.wait(t); !errors.Is(err, context.Canceled) {
-			t.Fatalf("local run: %v, want it killed", err)
+		if _, err := b.wait(t); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("local run: %v", err) // nil: it ended before the kill
 		}
 	}
 	c, w = run("all", newHub(), nil)
