@@ -39,12 +39,34 @@ type CoordinatorConfig struct {
 	Timeout time.Duration
 	// GCEvery runs Storage.GC after the first completed checkpoint of a
 	// run and then after every GCEvery. Zero means 5; negative never.
+	// With workers in remote mode (WorkerConfig.RemoteState), it also
+	// deletes the tables of this epoch that no kept checkpoint references,
+	// once older than the Storage's Grace: keep Grace above Timeout.
 	GCEvery int
 	// Observe hears "start" (a generation starts from Checkpoint),
 	// "checkpoint" (Checkpoint completed) and "stop".
 	Observe func(Event)
 	// Logger receives warnings. Nil discards them.
 	Logger *slog.Logger
+}
+
+// workersRemote is the coordinator's view of its workers' state in
+// remote mode (Storage.UseRemote), for its GC. It runs only right after a
+// checkpoint completed, before the next barrier. Every table a worker's
+// database uses then is in that checkpoint's parts, or was created after
+// the worker's cut: younger than Grace, which exceeds Timeout plus the
+// commit. So no table of this epoch is live beyond the checkpoints: every
+// key under RemotePrefix counts as the writer's own.
+type workersRemote struct{}
+
+func (workersRemote) CheckpointObjects(context.Context, string) (map[string][]blobstorage.RemoteRef, error) {
+	return nil, nil // the coordinator saves no state of its own
+}
+
+func (workersRemote) LiveObjects() (map[string][]blobstorage.RemoteRef, error) { return nil, nil }
+
+func (workersRemote) Prefixes() map[string]string {
+	return map[string]string{"": blobstorage.RemotePrefix + "/"}
 }
 
 // withCtxErr makes an error of a run whose ctx is done wrap ctx's error:
@@ -239,6 +261,8 @@ func (c *coordinator) run(ctx context.Context) error {
 		return fmt.Errorf("job: acquire writer: %w", err)
 	}
 	c.epoch = epoch
+	// The workers' tables in remote mode are this writer's to collect.
+	cfg.Storage.UseRemote(workersRemote{})
 	c.res.Writer = fmt.Sprintf("e%d", epoch)
 	if err := cfg.Group.Lead(ctx, epoch); err != nil {
 		return fmt.Errorf("job: lead group: %w", err)

@@ -65,4 +65,9 @@
 // barrier restarts every worker from the last completed checkpoint; a
 // standby coordinator takes over by taking the writer role and leading
 // the Group at its greater epoch.
+//
+// Workers keep their state local or in remote mode (WorkerConfig.RemoteState,
+// as Config.RemoteState): a worker restarted on an empty disk, or gaining
+// owners in a rescale, then opens them where their tables are, downloading
+// none before its first record.
 package job

@@ -54,7 +54,17 @@ type WorkerConfig struct {
 	// from the checkpoint: give each partition its own owner in a job
 	// meant to change its slots.
 	Owners []string
-	// State configures the Pebble state (local mode only).
+	// RemoteState puts the state in remote mode (instant restore), as
+	// Config.RemoteState does: "all" creates every SST in Blobstore,
+	// "lower" only those of L5 and L6; empty keeps it on local disk. A
+	// generation then opens its owners where their tables are (it
+	// downloads none of the tables in the store), hydrates their cache in
+	// the background, and its parts reference those tables. Give every
+	// worker of a job the same value: a worker in local mode is refused a
+	// checkpoint in remote mode (ErrConfig).
+	RemoteState string
+	// State configures the Pebble state (its Remote field is set by
+	// RemoteState; leave it zero).
 	State state.Options
 	// Options configure the blobstorage.Worker (Concurrency, Grace…).
 	Options blobstorage.Options
@@ -73,7 +83,8 @@ type WorkerConfig struct {
 // (blobstorage.NewWorkerID(Slot)) and follows the coordinator's plan. At
 // each generation it drops what it had, restores its owners of the plan's
 // checkpoint from the store (blobstorage.Worker.Restore: nothing of Dir
-// is trusted), opens the Source and seeks it to the slot's offsets; then
+// is trusted; in remote mode only their local files, the tables are read
+// in place and hydrated in the background), opens the Source and seeks it to the slot's offsets; then
 // it processes batches into the open transaction, Txn{ID: the plan's
 // next checkpoint, Writer: "e<epoch>-g<gen>-<slot>"}. At each barrier,
 // between two batches, it takes the Source's offsets, checkpoints its
@@ -102,7 +113,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (Result, error) {
 		}
 	}
 	if cfg.State.Remote.Store != nil {
-		return Result{}, fmt.Errorf("%w: a worker keeps its state on local disk: leave State.Remote zero", ErrConfig)
+		return Result{}, fmt.Errorf("%w: set RemoteState, not State.Remote", ErrConfig)
+	}
+	if _, _, err := remoteLevels(cfg.RemoteState); err != nil {
+		return Result{}, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -141,6 +155,8 @@ type worker struct {
 	writer string
 	eof    bool
 	saved  string // the last checkpoint whose part is saved locally
+
+	stopHydrate func() // stops the background hydration (remote mode)
 }
 
 func (w *worker) observe(kind, id string) {
@@ -221,6 +237,10 @@ func (w *worker) closeGen() error {
 		_ = c.Close()
 	}
 	w.src = nil
+	if w.stopHydrate != nil {
+		w.stopHydrate()
+		w.stopHydrate = nil
+	}
 	if w.st != nil {
 		err := w.st.Close()
 		w.st = nil
@@ -264,20 +284,38 @@ func (w *worker) start(ctx context.Context, p Plan) error {
 			}
 		}
 	}
+	opts := cfg.State
+	levels, remote, _ := remoteLevels(cfg.RemoteState)
+	if remote {
+		// Objects this generation creates carry the coordinator's epoch:
+		// its GC keeps them while it holds the writer role.
+		opts.Remote = state.RemoteOptions{Store: cfg.Blobstore, Prefix: blobstorage.RemotePrefix,
+			Generation: blobstorage.RemoteGeneration(p.Epoch), Levels: levels}
+	}
 	if p.Restore != "" && len(owners) > 0 {
 		if err := w.bw.RemoveStateDir(p.Restore); err != nil {
 			return fmt.Errorf("job: clear local copy of %s: %w", p.Restore, err)
 		}
+		// In remote mode this downloads the owners' local files only
+		// (manifest, catalog, WAL): their tables stay in the store.
 		if err := w.bw.Restore(ctx, p.Restore, owners); err != nil {
 			return fmt.Errorf("job: restore %s: %w", p.Restore, err)
 		}
-		w.st, err = state.OpenCheckpoint(ctx, w.bw.StateDir(p.Restore), live, cfg.State)
+		dir := w.bw.StateDir(p.Restore)
+		if !remote && holdsRemoteState(dir) {
+			_ = w.bw.RemoveStateDir(p.Restore)
+			return fmt.Errorf("%w: checkpoint %s holds state in remote mode: set RemoteState to open it", ErrConfig, p.Restore)
+		}
+		w.st, err = state.OpenCheckpoint(ctx, dir, live, opts)
 		_ = w.bw.RemoveStateDir(p.Restore)
 	} else {
-		w.st, err = state.Open(live, cfg.State)
+		w.st, err = state.Open(live, opts)
 	}
 	if err != nil {
 		return fmt.Errorf("job: open state: %w", err)
+	}
+	if remote {
+		w.useRemote(ctx)
 	}
 	for _, o := range cfg.Owners {
 		if _, err := w.st.Owner(o); err != nil {
@@ -300,6 +338,30 @@ func (w *worker) start(ctx context.Context, p Plan) error {
 		return w.cut(ctx)
 	}
 	return nil
+}
+
+// useRemote hands the open state to the blobstorage.Worker (its parts
+// reference the state's objects) and hydrates its cache in the
+// background, as the one-process runner does.
+func (w *worker) useRemote(ctx context.Context) {
+	w.bw.UseRemote(w.st.CheckpointRemote())
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	st := w.st
+	go func() {
+		defer close(done)
+		if err := st.Hydrate(ctx); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("job: hydrate remote state", "err", err)
+		}
+	}()
+	w.stopHydrate = func() { cancel(); <-done }
+}
+
+// holdsRemoteState reports whether a restored state directory holds an
+// owner in remote mode: Pebble's remote object catalog is there.
+func holdsRemoteState(dir string) bool {
+	found, _ := filepath.Glob(filepath.Join(dir, "*", "REMOTE-OBJ-CATALOG-*"))
+	return len(found) > 0
 }
 
 // batch reads, processes and writes one batch.

@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -167,7 +168,16 @@ func goRun(t *testing.T, f func(context.Context) (job.Result, error)) *bg {
 // empty disk, then the coordinator is killed and a standby takes over.
 // Each slot's output holds each input's effect once, with the totals of
 // one uninterrupted run.
+//
+// In remote mode (WorkerConfig.RemoteState) the replaced worker opens its
+// owners where their tables are.
 func TestWorkersKilledWorkerAndCoordinatorExactlyOnce(t *testing.T) {
+	for _, mode := range []string{"", "all", "lower"} {
+		t.Run("state="+cmp.Or(mode, "local"), func(t *testing.T) { killedWorkerAndCoordinator(t, mode) })
+	}
+}
+
+func killedWorkerAndCoordinator(t *testing.T, mode string) {
 	const n = 1500
 	bucket := memstore.New()
 	g := newHub()
@@ -194,11 +204,12 @@ func TestWorkersKilledWorkerAndCoordinatorExactlyOnce(t *testing.T) {
 		return goRun(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunWorker(ctx, job.WorkerConfig{
 				Group: g.handle(), Slot: slot, Blobstore: bs, Dir: t.TempDir(),
-				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
-				Processor: summer{owner: "sum-" + slot, pause: 2 * time.Millisecond}, // kills land mid-run
-				Sink:      sinkOf(slot),
-				Owners:    []string{"sum-" + slot},
-				State:     smallState,
+				Source:      func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
+				Processor:   summer{owner: "sum-" + slot, pause: 2 * time.Millisecond}, // kills land mid-run
+				Sink:        sinkOf(slot),
+				Owners:      []string{"sum-" + slot},
+				State:       smallState,
+				RemoteState: mode,
 				Observe: func(e job.Event) {
 					if slot == "b" {
 						bRecords.Store(e.Records)
