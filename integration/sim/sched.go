@@ -120,6 +120,7 @@ type Scheduler struct {
 	dead     map[string]bool
 	frozen   map[string]time.Time // proc → thaw time
 	draining bool
+	silent   bool // the trace takes no line (the processes stopping)
 	arrival  chan struct{}
 	step     int
 	stats    Stats
@@ -196,7 +197,11 @@ func (s *Scheduler) Done(ctx context.Context, ev Event) {
 	s.mu.Lock()
 	step := s.step
 	s.mu.Unlock()
-	s.line(fmt.Sprintf("%7d %10s %-12s   → %s %s", step, s.elapsed(), ev.Proc, ev.Op, res))
+	// A call the end of a phase failed (drain) had no step: such calls
+	// fail together, in the Go scheduler's order, which a trace would show.
+	if ev.Fault.Step != 0 || ev.Fault.Kind != Crash {
+		s.line(fmt.Sprintf("%7d %10s %-12s   → %s %s", step, s.elapsed(), ev.Proc, ev.Op, res))
+	}
 	if s.OnEvent != nil {
 		s.OnEvent(step, ev)
 	}
@@ -225,6 +230,9 @@ func (s *Scheduler) Note(proc, format string, args ...any) {
 func (s *Scheduler) line(l string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.silent {
+		return
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d|%s", s.hash, l)
 	s.hash = h.Sum64()
@@ -277,7 +285,15 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 				return
 			}
 			if wait > 0 {
-				time.Sleep(wait)
+				// Only frozen processes' calls wait: until one thaws, or
+				// a call of another arrives (a frozen writer's
+				// replacement must run while it sleeps).
+				t := time.NewTimer(wait)
+				select {
+				case <-s.arrival:
+				case <-t.C:
+				}
+				t.Stop()
 				continue
 			}
 			// Nothing waits: let time pass until a timer wakes someone.
@@ -342,6 +358,14 @@ func (s *Scheduler) drain() {
 func (s *Scheduler) Resume() {
 	s.mu.Lock()
 	s.draining = false
+	s.mu.Unlock()
+	s.quiet(false)
+}
+
+// quiet stops (or resumes) adding lines to the trace.
+func (s *Scheduler) quiet(on bool) {
+	s.mu.Lock()
+	s.silent = on
 	s.mu.Unlock()
 }
 

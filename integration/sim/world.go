@@ -198,7 +198,9 @@ func Run(cfg Config) Result {
 		defer w.mu.Unlock()
 		return w.finished && ((w.opDone && w.repDone) || !cfg.Operator)
 	})
-	// Stop everything that still runs: zombies, the operator.
+	// Stop everything that still runs: zombies, the operator. They stop
+	// together, in the Go scheduler's order: the trace does not say how.
+	sched.quiet(true)
 	w.mu.Lock()
 	w.stopping = true
 	for _, p := range w.procs {
