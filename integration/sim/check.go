@@ -364,6 +364,11 @@ func (c *checker) final(ctx context.Context) {
 				want[jobPfx+"/"+f.Key] = true
 			}
 		}
+		// A job spanning hosts: the part each owner's worker saved, which
+		// the record's assignment names, stays with the record.
+		for owner, worker := range rec.Workers {
+			want[fmt.Sprintf("%s/checkpoints/%s/parts/e%d/%s/%s/part.json", jobPfx, id, rec.Epoch, owner, worker)] = true
+		}
 	}
 	for _, k := range w.store.Keys(jobPfx + "/") {
 		if !want[k] && !isSavepointKey(k) {
@@ -376,6 +381,10 @@ func (c *checker) final(ctx context.Context) {
 
 	if w.cfg.Operator {
 		c.finalReplica(ctx)
+	}
+	if w.cfg.Workers {
+		c.workersExactlyOnce(ctx)
+		return
 	}
 	if w.cfg.Runtime {
 		c.jobExactlyOnce(ctx)

@@ -237,6 +237,10 @@ func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id
 
 // checkRestored compares a restored state directory with its record.
 func (w *World) checkRestored(dir string, cp *checkpoint.CheckpointData, what string) {
+	if w.cfg.Workers {
+		w.checkSlotsState(dir, cp, what)
+		return
+	}
 	if w.cfg.Runtime {
 		w.checkJobState(dir, cp, what)
 		return
