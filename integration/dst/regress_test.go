@@ -10,8 +10,8 @@ import (
 
 // regressionSeeds reads testdata/regressions.txt: seeds that once failed.
 type regression struct {
-	seed    uint64
-	runtime bool
+	seed uint64
+	mode string // modeClassic, modeRuntime or modeWorkers
 }
 
 func regressionSeeds(t *testing.T) []regression {
@@ -33,7 +33,14 @@ func regressionSeeds(t *testing.T) []regression {
 		if err != nil {
 			t.Fatalf("testdata/regressions.txt: %q: %v", line, err)
 		}
-		seeds = append(seeds, regression{seed: n, runtime: len(f) > 1 && f[1] == "runtime"})
+		r := regression{seed: n}
+		if len(f) > 1 {
+			r.mode = f[1]
+			if r.mode != modeRuntime && r.mode != modeWorkers {
+				t.Fatalf("testdata/regressions.txt: %q: mode %q is neither %q nor %q", line, r.mode, modeRuntime, modeWorkers)
+			}
+		}
+		seeds = append(seeds, r)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -47,6 +54,6 @@ func regressionSeeds(t *testing.T) []regression {
 // TestRegressions replays every seed that ever broke an invariant.
 func TestRegressions(t *testing.T) {
 	for _, r := range regressionSeeds(t) {
-		report(t, r.seed, runSeedWith(t, r.seed, r.runtime, false))
+		report(t, r.seed, runSeedMode(t, r.seed, r.mode, false))
 	}
 }

@@ -73,3 +73,32 @@ func TestSimRuntime(t *testing.T) {
 	t.Logf("%d runs\n%s", len(seeds), total)
 	fmt.Printf("DST-TOTAL runs=%d %s\n", len(seeds), total.Line())
 }
+
+// TestSimWorkers runs seeds of a job spanning hosts: a coordinator
+// (job.RunCoordinator, a standby taking over) and a worker per slot
+// (job.RunWorker), reaching each other through the simulation's Group.
+func TestSimWorkers(t *testing.T) {
+	n := *seedsFlag
+	if n == 0 {
+		n = 3
+	}
+	seeds := []uint64{}
+	if *seedFlag != 0 {
+		seeds = append(seeds, *seedFlag)
+	} else {
+		for i := range n {
+			seeds = append(seeds, *firstFlag+uint64(i))
+		}
+	}
+	var total sim.Stats
+	for _, seed := range seeds {
+		res := runSeedMode(t, seed, modeWorkers, *traceFlag)
+		total.Add(res.Stats)
+		if *traceFlag {
+			t.Logf("seed %d trace:\n%s", seed, strings.Join(res.Full, "\n"))
+		}
+		report(t, seed, res)
+	}
+	t.Logf("%d runs\n%s", len(seeds), total)
+	fmt.Printf("DST-TOTAL runs=%d %s\n", len(seeds), total.Line())
+}
