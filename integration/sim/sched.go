@@ -46,7 +46,7 @@ type waiter struct {
 
 // Stats count what the scheduler let through.
 type Stats struct {
-	Steps  int            // scheduling steps: store calls, their resumptions after a stall, Coordinator hooks
+	Steps  int            // scheduling steps: store calls, their resumptions after a stall, Coordinator hooks, Group calls and deliveries
 	Calls  int            // store calls released
 	Ops    map[string]int // by operation
 	Faults map[string]int // by fault kind (and crash, freeze, hook-halt, hook-fail)
@@ -319,7 +319,7 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 		f.Step, f.Issued = s.step, w.issued
 		s.mu.Unlock()
 		s.stats.Steps++
-		if !strings.HasPrefix(w.call.Op, "hook:") && w.call.Op != "stalled" {
+		if !strings.HasPrefix(w.call.Op, "hook:") && !strings.HasPrefix(w.call.Op, "group:") && w.call.Op != "stalled" {
 			s.stats.Calls++
 		}
 		s.stats.Ops[w.call.Op]++
