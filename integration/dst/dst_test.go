@@ -36,6 +36,7 @@ const (
 	modeClassic = ""
 	modeRuntime = "runtime"
 	modeWorkers = "workers"
+	modeRemote  = "remote" // the runtime mode, the state in remote mode
 )
 
 // runSeedWith runs one seed, its writers on job.Run if runtime.
@@ -56,7 +57,7 @@ func runSeedMode(t *testing.T, seed uint64, mode string, keepTrace bool) sim.Res
 	// Pin nonces come from crypto/rand: seed it too.
 	cryptotest.SetGlobalRandom(t, seed)
 	synctest.Test(t, func(t *testing.T) {
-		res = sim.Run(sim.Config{Seed: seed, Rates: sim.DefaultRates, Operator: true, Dir: dir, KeepTrace: keepTrace, Runtime: mode == modeRuntime, Workers: mode == modeWorkers})
+		res = sim.Run(sim.Config{Seed: seed, Rates: sim.DefaultRates, Operator: true, Dir: dir, KeepTrace: keepTrace, Runtime: mode == modeRuntime || mode == modeRemote, Workers: mode == modeWorkers, RemoteState: remoteState(mode)})
 	})
 	if ok, checked := res.History.Check(20 * time.Second); !ok {
 		res.Violations = append(res.Violations, fmt.Sprintf("the history of pointer reads and writes (%d calls) is not linearizable", res.History.Len()))
@@ -66,7 +67,17 @@ func runSeedMode(t *testing.T, seed uint64, mode string, keepTrace bool) sim.Res
 	return res
 }
 
+func remoteState(mode string) string {
+	if mode == modeRemote {
+		return "all"
+	}
+	return ""
+}
+
 func testName(res sim.Result) string {
+	if res.Remote {
+		return "TestSimRemote"
+	}
 	if res.Workers {
 		return "TestSimWorkers"
 	}

@@ -11,7 +11,7 @@ import (
 // regressionSeeds reads testdata/regressions.txt: seeds that once failed.
 type regression struct {
 	seed uint64
-	mode string // modeClassic, modeRuntime or modeWorkers
+	mode string // modeClassic, modeRuntime, modeRemote or modeWorkers
 }
 
 func regressionSeeds(t *testing.T) []regression {
@@ -36,8 +36,8 @@ func regressionSeeds(t *testing.T) []regression {
 		r := regression{seed: n}
 		if len(f) > 1 {
 			r.mode = f[1]
-			if r.mode != modeRuntime && r.mode != modeWorkers {
-				t.Fatalf("testdata/regressions.txt: %q: mode %q is neither %q nor %q", line, r.mode, modeRuntime, modeWorkers)
+			if r.mode != modeRuntime && r.mode != modeWorkers && r.mode != modeRemote {
+				t.Fatalf("testdata/regressions.txt: %q: mode %q is not %q, %q or %q", line, r.mode, modeRuntime, modeWorkers, modeRemote)
 			}
 		}
 		seeds = append(seeds, r)

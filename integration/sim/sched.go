@@ -199,7 +199,7 @@ func (s *Scheduler) Done(ctx context.Context, ev Event) {
 	s.mu.Unlock()
 	// A call the end of a phase failed (drain) had no step: such calls
 	// fail together, in the Go scheduler's order, which a trace would show.
-	if ev.Fault.Step != 0 || ev.Fault.Kind != Crash {
+	if !ungated(ctx) && (ev.Fault.Step != 0 || ev.Fault.Kind != Crash) {
 		s.line(fmt.Sprintf("%7d %10s %-12s   → %s %s", step, s.elapsed(), ev.Proc, ev.Op, res))
 	}
 	if s.OnEvent != nil {

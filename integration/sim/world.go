@@ -44,6 +44,9 @@ type Config struct {
 	// Runtime makes every writer run job.Run (the runtime, Pebble state,
 	// the BlobSink) instead of the Coordinator driven by hand.
 	Runtime bool
+	// RemoteState is the runtime mode's job.Config.RemoteState ("all",
+	// "lower"): the state in remote mode, its SSTs in the store.
+	RemoteState string
 	// Workers runs the job spanning hosts instead: a coordinator
 	// (job.RunCoordinator) and a worker per slot (job.RunWorker),
 	// reaching each other through the simulation's Group.
@@ -57,6 +60,7 @@ type Config struct {
 type Result struct {
 	Runtime    bool // the writers ran job.Run
 	Workers    bool // the job ran as a coordinator and workers
+	Remote     bool // the writers ran job.Run with remote-mode state
 	Violations []string
 	Trace      []string // the last lines
 	Full       []string // every line, with KeepTrace
@@ -282,7 +286,7 @@ func Run(cfg Config) Result {
 		}
 		w.sched.Note("final", "host %s keeps %v", h.Name, names)
 	}
-	res := Result{Runtime: cfg.Runtime, Workers: cfg.Workers, Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
+	res := Result{Runtime: cfg.Runtime, Workers: cfg.Workers, Remote: cfg.RemoteState != "", Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
 	for _, h := range w.hosts {
 		if res.Stats.Faults == nil {
 			res.Stats.Faults = map[string]int{}
@@ -493,7 +497,11 @@ func (w *World) writer(ctx context.Context, p *proc, rng *rand.Rand) error {
 	if p.host != nil {
 		fsys = p.fs
 	}
-	st := blobstorage.New(w.job, p.dir, blobstorage.Options{
+	bs := w.job
+	if w.cfg.RemoteState != "" {
+		bs = procStore{Blobstore: w.job, proc: p.name}
+	}
+	st := blobstorage.New(bs, p.dir, blobstorage.Options{
 		Concurrency: 3, Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true,
 		FS: fsys,
 	})
