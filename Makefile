@@ -104,11 +104,15 @@ no-docker:
 
 ## dst: the deterministic simulation at scale (docs/simulation.md): DST_SEEDS
 ## seeds of writers, zombies and an operator on a faulted simulated store, in
-## two processes (one per core), then the runtime mode, the regression seeds,
-## the replay check and every deliberate bug; prints store calls, runs and
-## faults per kind, and the command that replays any failing seed
+## two processes (one per core), then the runtime mode (with local and with
+## remote state) and the workers mode (a coordinator and workers), the
+## regression seeds, the replay check and
+## every deliberate bug; prints store calls, runs and faults per kind, and
+## the command that replays any failing seed
 DST_SEEDS ?= 600
 DST_RUNTIME_SEEDS ?= 20
+DST_WORKERS_SEEDS ?= 10
+DST_REMOTE_SEEDS ?= 10
 dst:
 	@mkdir -p bin
 	$(GO) test -c -o bin/dst.test ./integration/dst
@@ -116,6 +120,8 @@ dst:
 	  ../../bin/dst.test -test.run 'TestSim$$' -test.timeout 30m -seeds=$$half -first-seed=1 > ../../bin/dst-1.log 2>&1 & p1=$$!; \
 	  ../../bin/dst.test -test.run 'TestSim$$' -test.timeout 30m -seeds=$$(( $(DST_SEEDS) - half )) -first-seed=$$(( half + 1 )) > ../../bin/dst-2.log 2>&1 & p2=$$!; \
 	  ../../bin/dst.test -test.run 'TestSimRuntime$$' -test.timeout 30m -seeds=$(DST_RUNTIME_SEEDS) -first-seed=1 > ../../bin/dst-3.log 2>&1; r3=$$?; \
+	  ../../bin/dst.test -test.run 'TestSimWorkers$$' -test.timeout 30m -seeds=$(DST_WORKERS_SEEDS) -first-seed=1 >> ../../bin/dst-3.log 2>&1; r3=$$(( r3 + $$? )); \
+	  ../../bin/dst.test -test.run 'TestSimRemote$$' -test.timeout 30m -seeds=$(DST_REMOTE_SEEDS) -first-seed=1 >> ../../bin/dst-3.log 2>&1; r3=$$(( r3 + $$? )); \
 	  wait $$p1; r1=$$?; wait $$p2; r2=$$?; secs=$$(( $$(date +%s) - start )); \
 	  cat ../../bin/dst-1.log ../../bin/dst-2.log ../../bin/dst-3.log | grep -v -e '^DST-TOTAL' -e '^PASS$$'; \
 	  cat ../../bin/dst-1.log ../../bin/dst-2.log ../../bin/dst-3.log | grep '^DST-TOTAL' | tr ' ' '\n' | grep = | \

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/tidemark-io/tidemark/internal/fsync"
+	"github.com/tidemark-io/tidemark/internal/simhook"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
@@ -278,6 +279,8 @@ func (s *Store) pebbleOptions() *pebble.Options {
 		Logger:                      slogLogger{s.opts.Logger},
 		EventListener:               &pebble.EventListener{BackgroundError: s.onBackgroundError},
 		ReadOnly:                    s.opts.ReadOnly,
+		// Off but in the deterministic simulation (package simhook).
+		DisableAutomaticCompactions: simhook.NoCompactions(),
 	}
 	o.EventListener.EnsureDefaults(slogLogger{s.opts.Logger})
 	return o

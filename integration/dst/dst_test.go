@@ -30,15 +30,34 @@ func runSeed(t *testing.T, seed uint64, keepTrace bool) sim.Result {
 	return runSeedWith(t, seed, false, keepTrace)
 }
 
+// The modes of a run: classic writers, job.Run, or a coordinator with
+// workers.
+const (
+	modeClassic = ""
+	modeRuntime = "runtime"
+	modeWorkers = "workers"
+	modeRemote  = "remote" // the runtime mode, the state in remote mode
+)
+
 // runSeedWith runs one seed, its writers on job.Run if runtime.
 func runSeedWith(t *testing.T, seed uint64, runtime, keepTrace bool) sim.Result {
+	t.Helper()
+	mode := modeClassic
+	if runtime {
+		mode = modeRuntime
+	}
+	return runSeedMode(t, seed, mode, keepTrace)
+}
+
+// runSeedMode runs one seed in mode.
+func runSeedMode(t *testing.T, seed uint64, mode string, keepTrace bool) sim.Result {
 	t.Helper()
 	var res sim.Result
 	dir := t.TempDir()
 	// Pin nonces come from crypto/rand: seed it too.
 	cryptotest.SetGlobalRandom(t, seed)
 	synctest.Test(t, func(t *testing.T) {
-		res = sim.Run(sim.Config{Seed: seed, Rates: sim.DefaultRates, Operator: true, Dir: dir, KeepTrace: keepTrace, Runtime: runtime})
+		res = sim.Run(sim.Config{Seed: seed, Rates: sim.DefaultRates, Operator: true, Dir: dir, KeepTrace: keepTrace, Runtime: mode == modeRuntime || mode == modeRemote, Workers: mode == modeWorkers, RemoteState: remoteState(mode)})
 	})
 	if ok, checked := res.History.Check(20 * time.Second); !ok {
 		res.Violations = append(res.Violations, fmt.Sprintf("the history of pointer reads and writes (%d calls) is not linearizable", res.History.Len()))
@@ -48,7 +67,20 @@ func runSeedWith(t *testing.T, seed uint64, runtime, keepTrace bool) sim.Result 
 	return res
 }
 
+func remoteState(mode string) string {
+	if mode == modeRemote {
+		return "all"
+	}
+	return ""
+}
+
 func testName(res sim.Result) string {
+	if res.Remote {
+		return "TestSimRemote"
+	}
+	if res.Workers {
+		return "TestSimWorkers"
+	}
 	if res.Runtime {
 		return "TestSimRuntime"
 	}

@@ -10,8 +10,8 @@ import (
 
 // regressionSeeds reads testdata/regressions.txt: seeds that once failed.
 type regression struct {
-	seed    uint64
-	runtime bool
+	seed uint64
+	mode string // modeClassic, modeRuntime, modeRemote or modeWorkers
 }
 
 func regressionSeeds(t *testing.T) []regression {
@@ -33,7 +33,12 @@ func regressionSeeds(t *testing.T) []regression {
 		if err != nil {
 			t.Fatalf("testdata/regressions.txt: %q: %v", line, err)
 		}
-		seeds = append(seeds, regression{seed: n, runtime: len(f) > 1 && f[1] == "runtime"})
+		r := regression{seed: n}
+		// A mode, if the second word names one; else what the seed found.
+		if len(f) > 1 && (f[1] == modeRuntime || f[1] == modeWorkers || f[1] == modeRemote) {
+			r.mode = f[1]
+		}
+		seeds = append(seeds, r)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -47,6 +52,6 @@ func regressionSeeds(t *testing.T) []regression {
 // TestRegressions replays every seed that ever broke an invariant.
 func TestRegressions(t *testing.T) {
 	for _, r := range regressionSeeds(t) {
-		report(t, r.seed, runSeedWith(t, r.seed, r.runtime, false))
+		report(t, r.seed, runSeedMode(t, r.seed, r.mode, false))
 	}
 }

@@ -9,12 +9,12 @@ import (
 // simulation could not be debugged.
 func TestReplay(t *testing.T) {
 	for _, tc := range []struct {
-		seed    uint64
-		runtime bool
-	}{{3, false}, {11, false}} {
+		seed uint64
+		mode string
+	}{{3, modeClassic}, {11, modeClassic}, {5, modeWorkers}} {
 		seed := tc.seed
-		a := runSeedWith(t, seed, tc.runtime, true)
-		b := runSeedWith(t, seed, tc.runtime, true)
+		a := runSeedMode(t, seed, tc.mode, true)
+		b := runSeedMode(t, seed, tc.mode, true)
 		if len(a.Full) == 0 {
 			t.Fatalf("seed %d: empty trace", seed)
 		}
@@ -26,6 +26,6 @@ func TestReplay(t *testing.T) {
 		if len(a.Full) != len(b.Full) || a.Hash != b.Hash {
 			t.Fatalf("seed %d: traces of %d and %d lines (hashes %x, %x)", seed, len(a.Full), len(b.Full), a.Hash, b.Hash)
 		}
-		t.Logf("seed %d (runtime %v): %d lines, %d store calls, identical twice (hash %x)", seed, tc.runtime, len(a.Full), a.Stats.Calls, a.Hash)
+		t.Logf("seed %d (mode %q): %d lines, %d store calls, identical twice (hash %x)", seed, tc.mode, len(a.Full), a.Stats.Calls, a.Hash)
 	}
 }

@@ -48,10 +48,22 @@ func TestSim(t *testing.T) {
 
 // TestSimRuntime runs seeds with every writer on job.Run, the runtime
 // (Pebble state, the BlobSink), instead of the Coordinator by hand.
-func TestSimRuntime(t *testing.T) {
+func TestSimRuntime(t *testing.T) { runMode(t, modeRuntime, 2) }
+
+// TestSimRemote runs seeds of the runtime mode with the state in remote
+// mode (job.Config.RemoteState "all"): Pebble's SSTs in the store.
+func TestSimRemote(t *testing.T) { runMode(t, modeRemote, 2) }
+
+// TestSimWorkers runs seeds of a job spanning hosts: a coordinator
+// (job.RunCoordinator, a standby taking over) and a worker per slot
+// (job.RunWorker), reaching each other through the simulation's Group.
+func TestSimWorkers(t *testing.T) { runMode(t, modeWorkers, 3) }
+
+// runMode runs -seeds seeds of mode (smoke without the flag), or -seed.
+func runMode(t *testing.T, mode string, smoke int) {
 	n := *seedsFlag
 	if n == 0 {
-		n = 2
+		n = smoke
 	}
 	seeds := []uint64{}
 	if *seedFlag != 0 {
@@ -63,7 +75,7 @@ func TestSimRuntime(t *testing.T) {
 	}
 	var total sim.Stats
 	for _, seed := range seeds {
-		res := runSeedWith(t, seed, true, *traceFlag)
+		res := runSeedMode(t, seed, mode, *traceFlag)
 		total.Add(res.Stats)
 		if *traceFlag {
 			t.Logf("seed %d trace:\n%s", seed, strings.Join(res.Full, "\n"))

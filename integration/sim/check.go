@@ -347,6 +347,7 @@ func (c *checker) final(ctx context.Context) {
 	// No orphans: what is left is what a kept checkpoint, a savepoint or
 	// the store's own keys name.
 	want := map[string]bool{keyWriter: true, keyLatest: true, keyCompleted: true, jobPfx + "/_tidemark": true}
+	remote := 0 // objects of remote-mode state the retained records name
 	for _, id := range rep.Retained {
 		want[recordKey(id)] = true
 		body, ok := w.store.Object(recordKey(id))
@@ -364,10 +365,27 @@ func (c *checker) final(ctx context.Context) {
 				want[jobPfx+"/"+f.Key] = true
 			}
 		}
+		// A job spanning hosts: the part each owner's worker saved, which
+		// the record's assignment names, stays with the record.
+		for _, refs := range rec.Remote {
+			for _, r := range refs {
+				want[jobPfx+"/"+r.Key] = true
+				remote++
+			}
+		}
+		for owner, worker := range rec.Workers {
+			want[fmt.Sprintf("%s/checkpoints/%s/parts/e%d/%s/%s/part.json", jobPfx, id, rec.Epoch, owner, worker)] = true
+		}
 	}
 	for _, k := range w.store.Keys(jobPfx + "/") {
 		if !want[k] && !isSavepointKey(k) {
 			w.Violation("orphan after the final GC: %s", k)
+		}
+	}
+	if w.cfg.RemoteState != "" {
+		w.sched.Note("final-gc", "the retained checkpoints name %d remote objects", remote)
+		if remote == 0 {
+			w.Violation("remote mode: no retained checkpoint names a remote object: the mode went untested")
 		}
 	}
 	if n := w.store.IncompleteUploads(jobPfx + "/"); n > 0 {
@@ -376,6 +394,10 @@ func (c *checker) final(ctx context.Context) {
 
 	if w.cfg.Operator {
 		c.finalReplica(ctx)
+	}
+	if w.cfg.Workers {
+		c.workersExactlyOnce(ctx)
+		return
 	}
 	if w.cfg.Runtime {
 		c.jobExactlyOnce(ctx)
@@ -396,7 +418,7 @@ func (c *checker) restorable(ctx context.Context, chk *blobstorage.Storage, id s
 		w.Violation("checkpoint %s, once named by _latest-completed and still kept, does not restore: %v", id, err)
 		return
 	}
-	w.checkRestored(chk.StateDir(id), cp, "checkpoint "+id)
+	w.checkRestored(w.job, chk.StateDir(id), cp, "checkpoint "+id)
 	_ = os.RemoveAll(chk.StateDir(id))
 }
 

@@ -230,15 +230,20 @@ func (w *World) operatorRestore(ctx context.Context, st *blobstorage.Storage, id
 		}
 		return true
 	}
-	w.checkRestored(st.StateDir(id), cp, "restore "+id)
+	w.checkRestored(w.job, st.StateDir(id), cp, "restore "+id)
 	_ = st.RemoveStateDir(id)
 	return true
 }
 
-// checkRestored compares a restored state directory with its record.
-func (w *World) checkRestored(dir string, cp *checkpoint.CheckpointData, what string) {
+// checkRestored compares a restored state directory with its record; the
+// checkpoint is in bs (its remote SSTs, in remote mode).
+func (w *World) checkRestored(bs blobstore.Blobstore, dir string, cp *checkpoint.CheckpointData, what string) {
+	if w.cfg.Workers {
+		w.checkSlotsState(dir, cp, what)
+		return
+	}
 	if w.cfg.Runtime {
-		w.checkJobState(dir, cp, what)
+		w.checkJobState(bs, dir, cp, what)
 		return
 	}
 	var want state
@@ -280,7 +285,7 @@ func (w *World) restoreSavepoint(ctx context.Context, p *proc, opts blobstorage.
 	if err := dst.Restore(ctx, id); err != nil {
 		return
 	}
-	w.checkRestored(dst.StateDir(id), cp, "savepoint "+label+" in region 2")
+	w.checkRestored(w.region, dst.StateDir(id), cp, "savepoint "+label+" in region 2")
 }
 
 // pinLife is how long a pin holds as GC sees it: PinTTL, less how far the

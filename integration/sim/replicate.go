@@ -145,5 +145,5 @@ func (c *checker) finalReplica(ctx context.Context) {
 		w.Violation("the replica's %s does not restore: %v", want, err)
 		return
 	}
-	w.checkRestored(chk.StateDir(want), cp, "replica's checkpoint "+want)
+	w.checkRestored(w.replica, chk.StateDir(want), cp, "replica's checkpoint "+want)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
+	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
 	pstate "github.com/tidemark-io/tidemark/state"
@@ -94,6 +95,7 @@ func (w *World) runJob(ctx context.Context, p *proc, st *blobstorage.Storage) er
 		EveryRecords: 4,
 		GCEvery:      3,
 		Owners:       []string{sumOwner},
+		RemoteState:  w.cfg.RemoteState,
 	})
 	epoch := st.Epoch()
 	if epoch != 0 {
@@ -103,9 +105,10 @@ func (w *World) runJob(ctx context.Context, p *proc, st *blobstorage.Storage) er
 	return err
 }
 
-// checkJobState opens the Pebble state restored into dir and checks its
-// total against the offsets of record cp.
-func (w *World) checkJobState(dir string, cp *checkpoint.CheckpointData, what string) {
+// checkJobState opens the Pebble state restored into dir (its remote
+// SSTs, if any, in bs) and checks its total against the offsets of
+// record cp.
+func (w *World) checkJobState(bs blobstore.Blobstore, dir string, cp *checkpoint.CheckpointData, what string) {
 	var next int
 	if err := json.Unmarshal(cp.Offsets(), &next); err != nil {
 		w.Violation("%s: offsets %q: %v", what, cp.Offsets(), err)
@@ -117,7 +120,7 @@ func (w *World) checkJobState(dir string, cp *checkpoint.CheckpointData, what st
 		return
 	}
 	defer os.RemoveAll(work)
-	st, err := pstate.OpenCheckpoint(context.Background(), dir, filepath.Join(work, "live"), pstate.Options{})
+	st, err := pstate.OpenCheckpoint(WithProc(context.Background(), "check"), dir, filepath.Join(work, "live"), w.checkOptions(bs))
 	if err != nil {
 		w.Violation("%s: the restored state does not open: %v", what, err)
 		return
@@ -133,6 +136,18 @@ func (w *World) checkJobState(dir string, cp *checkpoint.CheckpointData, what st
 	if err != nil || total != triangle(next) {
 		w.Violation("%s: the state's total is %d (%v), the record's offset %d says %d", what, total, err, next, triangle(next))
 	}
+}
+
+// checkOptions are the options the checks open a restored state with:
+// read-only, and in remote mode reading its SSTs from bs as "check".
+func (w *World) checkOptions(bs blobstore.Blobstore) pstate.Options {
+	if w.cfg.RemoteState == "" {
+		return pstate.Options{}
+	}
+	return pstate.Options{ReadOnly: true, Remote: pstate.RemoteOptions{
+		Store: procStore{Blobstore: bs, proc: "check"}, Prefix: blobstorage.RemotePrefix,
+		Generation: blobstorage.RemoteGeneration(0),
+	}}
 }
 
 // jobExactlyOnce checks the BlobSink's committed output: every number

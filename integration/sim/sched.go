@@ -46,7 +46,7 @@ type waiter struct {
 
 // Stats count what the scheduler let through.
 type Stats struct {
-	Steps  int            // scheduling steps: store calls, their resumptions after a stall, Coordinator hooks
+	Steps  int            // scheduling steps: store calls, their resumptions after a stall, Coordinator hooks, Group calls and deliveries
 	Calls  int            // store calls released
 	Ops    map[string]int // by operation
 	Faults map[string]int // by fault kind (and crash, freeze, hook-halt, hook-fail)
@@ -120,6 +120,7 @@ type Scheduler struct {
 	dead     map[string]bool
 	frozen   map[string]time.Time // proc → thaw time
 	draining bool
+	silent   bool // the trace takes no line (the processes stopping)
 	arrival  chan struct{}
 	step     int
 	stats    Stats
@@ -196,7 +197,11 @@ func (s *Scheduler) Done(ctx context.Context, ev Event) {
 	s.mu.Lock()
 	step := s.step
 	s.mu.Unlock()
-	s.line(fmt.Sprintf("%7d %10s %-12s   → %s %s", step, s.elapsed(), ev.Proc, ev.Op, res))
+	// A call the end of a phase failed (drain) had no step: such calls
+	// fail together, in the Go scheduler's order, which a trace would show.
+	if !ungated(ctx) && (ev.Fault.Step != 0 || ev.Fault.Kind != Crash) {
+		s.line(fmt.Sprintf("%7d %10s %-12s   → %s %s", step, s.elapsed(), ev.Proc, ev.Op, res))
+	}
 	if s.OnEvent != nil {
 		s.OnEvent(step, ev)
 	}
@@ -225,6 +230,9 @@ func (s *Scheduler) Note(proc, format string, args ...any) {
 func (s *Scheduler) line(l string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.silent {
+		return
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d|%s", s.hash, l)
 	s.hash = h.Sum64()
@@ -277,7 +285,15 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 				return
 			}
 			if wait > 0 {
-				time.Sleep(wait)
+				// Only frozen processes' calls wait: until one thaws, or
+				// a call of another arrives (a frozen writer's
+				// replacement must run while it sleeps).
+				t := time.NewTimer(wait)
+				select {
+				case <-s.arrival:
+				case <-t.C:
+				}
+				t.Stop()
 				continue
 			}
 			// Nothing waits: let time pass until a timer wakes someone.
@@ -303,7 +319,7 @@ func (s *Scheduler) Run(maxSteps int, stop func() bool) {
 		f.Step, f.Issued = s.step, w.issued
 		s.mu.Unlock()
 		s.stats.Steps++
-		if !strings.HasPrefix(w.call.Op, "hook:") && w.call.Op != "stalled" {
+		if !strings.HasPrefix(w.call.Op, "hook:") && !strings.HasPrefix(w.call.Op, "group:") && w.call.Op != "stalled" {
 			s.stats.Calls++
 		}
 		s.stats.Ops[w.call.Op]++
@@ -342,6 +358,14 @@ func (s *Scheduler) drain() {
 func (s *Scheduler) Resume() {
 	s.mu.Lock()
 	s.draining = false
+	s.mu.Unlock()
+	s.quiet(false)
+}
+
+// quiet stops (or resumes) adding lines to the trace.
+func (s *Scheduler) quiet(on bool) {
+	s.mu.Lock()
+	s.silent = on
 	s.mu.Unlock()
 }
 

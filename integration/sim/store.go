@@ -164,7 +164,7 @@ const staleWindow = 10 * time.Minute
 
 func (s *Store) enter(ctx context.Context, c Call) Fault {
 	c.Proc = ProcName(ctx)
-	if s.gate == nil {
+	if s.gate == nil || ungated(ctx) {
 		return Fault{}
 	}
 	return s.gate.Enter(ctx, c)

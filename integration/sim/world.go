@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing/synctest"
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
@@ -20,6 +21,7 @@ import (
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/localfs"
 	"github.com/tidemark-io/tidemark/internal/simbug"
+	"github.com/tidemark-io/tidemark/internal/simhook"
 )
 
 // Config is one simulated run.
@@ -42,11 +44,23 @@ type Config struct {
 	// Runtime makes every writer run job.Run (the runtime, Pebble state,
 	// the BlobSink) instead of the Coordinator driven by hand.
 	Runtime bool
+	// RemoteState is the runtime mode's job.Config.RemoteState ("all",
+	// "lower"): the state in remote mode, its SSTs in the store.
+	RemoteState string
+	// Workers runs the job spanning hosts instead: a coordinator
+	// (job.RunCoordinator) and a worker per slot (job.RunWorker),
+	// reaching each other through the simulation's Group.
+	Workers bool
+	// Slots is how many workers the job has in the workers mode (0: two
+	// or three, by the seed).
+	Slots int
 }
 
 // Result is what a run did and found.
 type Result struct {
 	Runtime    bool // the writers ran job.Run
+	Workers    bool // the job ran as a coordinator and workers
+	Remote     bool // the writers ran job.Run with remote-mode state
 	Violations []string
 	Trace      []string // the last lines
 	Full       []string // every line, with KeepTrace
@@ -101,6 +115,15 @@ type World struct {
 	hosts      []*Disk    // the writers' disks (not in runtime mode)
 	diskRng    *rand.Rand // which host, which crash
 	lastHost   *Disk      // the host the last writer started on
+
+	// The workers mode's.
+	group        *Group
+	slots        []string
+	workerStarts int
+	slotProc     map[string]string // slot → its current worker process
+	holder       map[string]string // current worker process → its slot
+	slotDir      map[string]string // slot → the dir its last worker ran in
+	dirFree      map[string]bool   // dir → no process runs in it
 }
 
 // proc is a simulated process.
@@ -150,6 +173,9 @@ func Run(cfg Config) Result {
 	if cfg.MaxWriters == 0 {
 		cfg.MaxWriters = 20
 	}
+	if cfg.Workers {
+		defer simhook.SetNoCompactions(true)()
+	}
 	sched := NewScheduler(cfg.Seed, cfg.Rates)
 	sched.Keep = cfg.KeepTrace
 	store := NewStore(sched)
@@ -164,6 +190,17 @@ func Run(cfg Config) Result {
 		diskRng: rand.New(rand.NewPCG(cfg.Seed, 5)),
 		history: NewHistory(jobPfx+"/_latest", jobPfx+"/_latest-completed", jobPfx+"/_writer"),
 	}
+	w.group = newGroup(w)
+	w.slotProc, w.holder, w.slotDir, w.dirFree = map[string]string{}, map[string]string{}, map[string]string{}, map[string]bool{}
+	if cfg.Workers {
+		k := cfg.Slots
+		if k == 0 {
+			k = 2 + rand.New(rand.NewPCG(cfg.Seed, 6)).IntN(2)
+		}
+		for i := range k {
+			w.slots = append(w.slots, fmt.Sprintf("s%d", i))
+		}
+	}
 	w.replicas = NewStore(sched)
 	w.replica, _ = blobstore.WithPrefix(w.replicas, replicaPfx)
 	w.sink, w.sinkBS = &Sink{bs: sinkBS, world: w}, sinkBS
@@ -175,7 +212,7 @@ func Run(cfg Config) Result {
 	sched.OnCrash = func(name string) { w.kill(name) }
 	sched.OnFreeze = func(name string, d time.Duration) {
 		w.mu.Lock()
-		cur := w.current == name
+		cur := w.isCurrentLocked(name)
 		w.mu.Unlock()
 		if cur {
 			// The failure detector gives up on the frozen writer and
@@ -184,10 +221,23 @@ func Run(cfg Config) Result {
 		}
 	}
 	sched.Faulty = func(name string) bool { return !strings.HasPrefix(name, "final") && name != "check" }
-	sched.Freezes = func(name string) bool { return strings.HasPrefix(name, "w") }
+	sched.Freezes = func(name string) bool {
+		return strings.HasPrefix(name, "w") || cfg.Workers && strings.HasPrefix(name, "c")
+	}
 
 	// Phase 1: writers, zombies and the operator, with faults.
-	w.startWriter()
+	if cfg.Workers {
+		// One at a time, each until it blocks: a worker draws its
+		// incarnation id from crypto/rand, in the order they start.
+		w.startCoordinator()
+		synctest.Wait()
+		for _, slot := range w.slots {
+			w.startWorker(slot)
+			synctest.Wait()
+		}
+	} else {
+		w.startWriter()
+	}
 	if cfg.Operator {
 		w.spawn("op1", false, func(ctx context.Context, p *proc) { w.operator(ctx, p, 1) })
 		w.spawn("r1", false, func(ctx context.Context, p *proc) { w.replicator(ctx, p, 1) })
@@ -198,7 +248,9 @@ func Run(cfg Config) Result {
 		defer w.mu.Unlock()
 		return w.finished && ((w.opDone && w.repDone) || !cfg.Operator)
 	})
-	// Stop everything that still runs: zombies, the operator.
+	// Stop everything that still runs: zombies, the operator. They stop
+	// together, in the Go scheduler's order: the trace does not say how.
+	sched.quiet(true)
 	w.mu.Lock()
 	w.stopping = true
 	for _, p := range w.procs {
@@ -234,7 +286,7 @@ func Run(cfg Config) Result {
 		}
 		w.sched.Note("final", "host %s keeps %v", h.Name, names)
 	}
-	res := Result{Runtime: cfg.Runtime, Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
+	res := Result{Runtime: cfg.Runtime, Workers: cfg.Workers, Remote: cfg.RemoteState != "", Violations: w.violations, Stats: sched.Stats(), Writers: w.started, History: w.history}
 	for _, h := range w.hosts {
 		if res.Stats.Faults == nil {
 			res.Stats.Faults = map[string]int{}
@@ -320,7 +372,7 @@ func (w *World) boot(p *proc, faultless bool) {
 func (w *World) kill(name string) {
 	w.mu.Lock()
 	p := w.procs[name]
-	cur := w.current == name
+	cur := w.isCurrentLocked(name)
 	w.mu.Unlock()
 	if p != nil {
 		// The disk first: once cancelled, the process's goroutines may
@@ -341,8 +393,13 @@ func (w *World) kill(name string) {
 	}
 }
 
-// startWriter starts the next writer process.
+// startWriter starts the next writer process (in the workers mode, the
+// next coordinator: a failover).
 func (w *World) startWriter() {
+	if w.cfg.Workers {
+		w.startCoordinator()
+		return
+	}
 	w.mu.Lock()
 	if w.started >= w.cfg.MaxWriters || w.finished {
 		w.mu.Unlock()
@@ -376,7 +433,7 @@ func (w *World) supervisor(ctx context.Context) {
 			return
 		case name := <-w.restartReq:
 			w.mu.Lock()
-			stale := w.current != name
+			stale := !w.isCurrentLocked(name)
 			w.mu.Unlock()
 			if stale {
 				continue
@@ -388,7 +445,7 @@ func (w *World) supervisor(ctx context.Context) {
 				return
 			case <-t.C:
 			}
-			w.startWriter()
+			w.restart(name)
 		}
 	}
 }
@@ -397,6 +454,14 @@ func (w *World) supervisor(ctx context.Context) {
 func (w *World) final() {
 	w.sched.Note("final", "phase 2: no faults")
 	ctx := WithProc(context.Background(), "final")
+	if w.cfg.Workers {
+		if err := w.finalWorkers(ctx); err != nil {
+			w.Violation("the faultless final job failed: %v", err)
+			return
+		}
+		w.checks.final(ctx)
+		return
+	}
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, 2))
 	p := &proc{name: "final", dir: filepath.Join(w.cfg.Dir, "final"), writer: true, fs: osFS{}}
 	w.boot(p, true)
@@ -432,7 +497,11 @@ func (w *World) writer(ctx context.Context, p *proc, rng *rand.Rand) error {
 	if p.host != nil {
 		fsys = p.fs
 	}
-	st := blobstorage.New(w.job, p.dir, blobstorage.Options{
+	bs := w.job
+	if w.cfg.RemoteState != "" {
+		bs = procStore{Blobstore: w.job, proc: p.name}
+	}
+	st := blobstorage.New(bs, p.dir, blobstorage.Options{
 		Concurrency: 3, Keep: keep, Grace: grace, PinTTL: pinTTL, WriterName: p.name, BufferedRestore: true,
 		FS: fsys,
 	})
