@@ -21,13 +21,16 @@ import (
 // read a quarter more bytes than the objects hold, and decompressed every
 // block on the way: 2-5 times slower on loopback MinIO.
 const (
-	// hydrateChunk is the size of one ranged read: most tables take one.
-	hydrateChunk = 2 << 20
-	// hydrateReads is the number of ranged reads in flight across owners.
-	hydrateReads = 16
+	// hydrateChunk is the size of one ranged read: nearly every table
+	// takes one, as in a download of the objects.
+	hydrateChunk = 4 << 20
+	// hydrateReads is the number of ranged reads in flight across owners:
+	// a download's concurrency, within the SDK's 10 idle connections per
+	// host (more reads in flight dial a new connection for each).
+	hydrateReads = 8
 	// hydrateBacklog is the number of chunks an owner's cache may have
 	// queued for its disk writers before Hydrate waits to read more.
-	hydrateBacklog = 8
+	hydrateBacklog = 4
 )
 
 // hydrateObject is a remote object of an owner, read whole by Hydrate.
