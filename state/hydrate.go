@@ -25,7 +25,7 @@ const (
 // already served; it stops at the first error or when ctx is done.
 //
 // In remote mode it copies the remote objects into the secondary cache
-// with 1 MiB ranged reads, 16 in flight across owners, decoding nothing
+// with 4 MiB ranged reads, 8 in flight across owners, decoding nothing
 // (see hydrate_remote.go). It reads no more of an owner's objects than
 // 7/8 of RemoteOptions.CacheSize, upper levels first: beyond that the
 // cache would evict what it read first. With no secondary cache, and in
