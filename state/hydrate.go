@@ -11,37 +11,49 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// hydrateParts is the number of key ranges of an owner Hydrate reads at
-// once, and hydrateConcurrency the number of ranges in flight across
-// owners: a range is a sequential read of remote tables (Pebble reads
-// ahead within each), so several in flight overlap their requests' round
-// trips.
+// hydrateParts is the number of key ranges of an owner hydrateKeys reads
+// at once, and hydrateConcurrency the number of ranges in flight across
+// owners.
 const (
 	hydrateParts       = 4
 	hydrateConcurrency = 8
 )
 
-// Hydrate reads every owner's whole key space once, so that the blocks
-// of the remote tables come into the secondary cache (and the block
-// cache) in large sequential reads instead of one ranged read per cold
-// point lookup. It is meant to run in the background after a restore
-// (go st.Hydrate(ctx)) while reads are already served; it stops at the
-// first error or when ctx is done. Each owner's key space is read as up
-// to four ranges split at table boundaries, several ranges at a time
-// across owners. It helps only as far as RemoteOptions.CacheSize holds an
-// owner's remote tables: beyond that the cache evicts what it read
-// first. In local mode it only warms the block cache.
+// Hydrate brings the state of every owner close, so that reads after it
+// send no request to the object store. It is meant to run in the
+// background after a restore (go st.Hydrate(ctx)) while reads are
+// already served; it stops at the first error or when ctx is done.
+//
+// In remote mode it copies the remote objects into the secondary cache
+// with 4 MiB ranged reads, 8 in flight across owners, decoding nothing
+// (see hydrate_remote.go). It reads no more of an owner's objects than
+// 7/8 of RemoteOptions.CacheSize, upper levels first: beyond that the
+// cache would evict what it read first. With no secondary cache, and in
+// local mode, it reads every key once, which only warms the block cache.
 func (s *Store) Hydrate(ctx context.Context) error {
 	s.mu.Lock()
 	ids := slices.Sorted(maps.Keys(s.owners))
 	s.mu.Unlock()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(hydrateConcurrency)
+	owners := make([]*Owner, 0, len(ids))
 	for _, id := range ids {
 		o, err := s.Owner(id)
 		if err != nil {
-			return errors.Join(err, g.Wait())
+			return err
 		}
+		owners = append(owners, o)
+	}
+	if s.opts.Remote.enabled() && s.opts.Remote.cacheSize() > 0 {
+		return s.hydrateObjects(ctx, owners)
+	}
+	return s.hydrateKeys(ctx, owners)
+}
+
+// hydrateKeys reads each owner's key space as up to four ranges split at
+// table boundaries, several ranges at a time across owners.
+func (s *Store) hydrateKeys(ctx context.Context, owners []*Owner) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(hydrateConcurrency)
+	for _, o := range owners {
 		ranges, err := o.hydrateRanges()
 		if err != nil {
 			return errors.Join(err, g.Wait())

@@ -219,12 +219,18 @@ func (r *ownerRemote) configure(o *pebble.Options, ro RemoteOptions) {
 	// on a truncated object where a read fails cleanly. Without them
 	// Pebble schedules tombstone-driven compactions less eagerly.
 	o.DisableTableStats = true
+	o.Experimental.SecondaryCacheSizeBytes = ro.cacheSize()
+}
+
+// cacheSize returns the size of an owner's secondary cache, 0 for none.
+func (o RemoteOptions) cacheSize() int64 {
 	switch {
-	case ro.CacheSize == 0:
-		o.Experimental.SecondaryCacheSizeBytes = 64 << 20
-	case ro.CacheSize > 0:
-		o.Experimental.SecondaryCacheSizeBytes = ro.CacheSize
+	case o.CacheSize == 0:
+		return 64 << 20
+	case o.CacheSize > 0:
+		return o.CacheSize
 	}
+	return 0
 }
 
 // lineageStorage is the storage of one locator; see ownerRemote.

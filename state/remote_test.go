@@ -23,10 +23,12 @@ import (
 type countingStore struct {
 	blobstore.Blobstore
 	gets, puts, stats atomic.Int64
+	got               atomic.Int64 // bytes asked for by GetRange
 }
 
 func (c *countingStore) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	c.gets.Add(1)
+	c.got.Add(n)
 	return c.Blobstore.GetRange(ctx, key, off, n)
 }
 
@@ -557,6 +559,59 @@ func TestRemoteHydrateReadsTheStateAheadOfUse(t *testing.T) {
 	cancel()
 	if err := s.Hydrate(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Hydrate with a cancelled context: %v", err)
+	}
+}
+
+// In remote mode Hydrate reads each object once, whole, in chunks of
+// hydrateChunk: no byte twice, and no more requests than chunks.
+func TestRemoteHydrateReadsEachObjectOnceInLargeReads(t *testing.T) {
+	cs := &countingStore{Blobstore: memstore.New()}
+	live, cp, objs := checkpointRemote(t, cs, RemoteAllLevels, "op-a", "op-b")
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var size, chunks int64
+	for _, obj := range objs {
+		size += obj.Size
+		chunks += (obj.Size + hydrateChunk - 1) / hydrateChunk
+	}
+	opts := remoteOpts(cs, "e2", RemoteAllLevels)
+	opts.Remote.CacheSize = 32 << 20
+	s, err := OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g0, b0 := cs.gets.Load(), cs.got.Load()
+	if err := s.Hydrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if gets, got := cs.gets.Load()-g0, cs.got.Load()-b0; gets != chunks || got != size {
+		t.Fatalf("Hydrate sent %d ranged reads for %d bytes, want %d for the %d bytes of %d objects", gets, got, chunks, size, len(objs))
+	}
+}
+
+// Hydrate reads no more of an owner's objects than 7/8 of its cache
+// holds: reading more would evict what it read first.
+func TestRemoteHydrateReadsNoMoreThanTheCacheHolds(t *testing.T) {
+	cs := &countingStore{Blobstore: memstore.New()}
+	live, cp, objs := checkpointRemote(t, cs, RemoteAllLevels, "op-a")
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts := remoteOpts(cs, "e2", RemoteAllLevels)
+	opts.Remote.CacheSize = objs[0].Size // 7/8 of it holds no object
+	s, err := OpenCheckpoint(t.Context(), copyLocalPart(t, cp), filepath.Join(t.TempDir(), "work"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g0 := cs.gets.Load()
+	if err := s.Hydrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if gets := cs.gets.Load() - g0; gets != 0 {
+		t.Fatalf("Hydrate sent %d ranged reads with a cache too small for any object, want none", gets)
 	}
 }
 
