@@ -96,7 +96,8 @@ type workersState struct {
 }
 
 // RunCoordinator runs the coordinator of a job spanning hosts until every
-// worker's Source ended and the last checkpoint completed.
+// worker's Source ended and the last checkpoint completed, or until Stop
+// closed and a final checkpoint completed.
 //
 // It takes the writer role on Storage (fencing the previous
 // coordinator), leads the Group at that epoch, and recovers rolling
