@@ -10,9 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +21,9 @@ import (
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
-// workerPort is where the coordinator container listens for its workers.
-const workerPort = 7070
+// workerPort is where the coordinator container's embedded NATS server
+// listens for its workers.
+const workerPort = 4222
 
 // coordinatorArgs is the command line of the coordinator of a job with
 // workers.
@@ -48,25 +47,16 @@ func startWorkerContainer(t *testing.T, nw *testcontainers.DockerNetwork, env ma
 		"--coordinator", coordinator, "--slot", fmt.Sprint(slot), "--dir", "/work/node"}})
 }
 
-// openedRE matches the coordinator's line about the owners a worker
-// opened: slot, worker id, owners, where from.
-var openedRE = regexp.MustCompile(`worker (\d+) \((slot\d+-[0-9a-f]+)\): owners ([a-z0-9,-]+), (empty|from its own disk|restored from the store)`)
+// openedRE matches a worker's line about the owners it opened: its
+// slot, the owners, where from.
+var openedRE = regexp.MustCompile(`tidemark demo worker \(slot (\d+)\): owners ([a-z0-9,-]+), (empty|restored from the store)`)
 
-// openedOwners is one line of the coordinator about the owners a worker
-// opened.
-type openedOwners struct {
-	slot   string
-	worker string
-	owners string
-	from   string
-}
-
-// openedLines returns the coordinator's opened-owner lines, in the order
-// it logged them.
-func openedLines(logs string) []openedOwners {
-	var out []openedOwners
+// opened returns the owners a worker's log says it opened, in order, each
+// with where from.
+func opened(logs string) []string {
+	var out []string
 	for _, m := range openedRE.FindAllStringSubmatch(logs, -1) {
-		out = append(out, openedOwners{slot: m[1], worker: m[2], owners: m[3], from: m[4]})
+		out = append(out, m[2]+" "+m[3])
 	}
 	return out
 }
@@ -98,17 +88,18 @@ func completedAssignment(t *testing.T, bs blobstore.Blobstore) (string, map[stri
 }
 
 // TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce: a
-// coordinator container and three worker containers run the job on
-// MinIO. After two completed checkpoints one worker container is killed
-// (docker kill); a fresh container with an empty disk connects for its
-// slot, restores only that slot's owners from the bucket while the two
-// survivors roll back from their own disks, and the job goes on, the next
-// completed checkpoint naming the new worker. Then the coordinator
-// container itself is killed mid-run, and a new coordinator resumes the
-// job with two new workers: the owners are reassigned over them, each
-// restores its (now four) owners from the bucket, the job runs to its end
-// on the new assignment, which its last checkpoint records, and the
-// exactly-once check passes.
+// coordinator container (job.RunCoordinator and an embedded NATS server)
+// and three worker containers (job.RunWorker, reaching the coordinator's
+// NATS port) run the job on MinIO. After two completed checkpoints one
+// worker container is killed (docker kill); a fresh container with an
+// empty disk takes its slot over, restores that slot's owners from the
+// bucket, and the job goes on, the next completed checkpoint naming the
+// new worker. Then the coordinator container itself is killed mid-run,
+// and a new coordinator resumes the job with two new workers: the
+// partitions and owners are reassigned over them, each restores its (now
+// four) owners from the bucket, the job runs to its end on the new
+// assignment, which its last checkpoint records, and the exactly-once
+// check passes.
 func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *testing.T) {
 	requireDocker(t)
 	nw, _ := newJobNetwork(t, false)
@@ -116,11 +107,12 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	bucket := srv.NewBucket(t)
 	bs := openBucket(t, srv, bucket)
 	env := s3Env(srv.AccessKey, srv.SecretKey)
-	// The coordinator and the workers share a worker token, as a job
-	// across hosts should: a worker without it would be refused.
-	env["TIDEMARK_WORKER_TOKEN"] = "containers-" + bucket
+	// The coordinator's NATS server and the workers share credentials,
+	// as a job across hosts should: a worker without them is refused.
+	env["TIDEMARK_NATS_USER"] = "containers"
+	env["TIDEMARK_NATS_PASSWORD"] = "containers-" + bucket
 	store := jobStoreURL(bucket, srv.NetworkEndpoint)
-	const records = 40000 // 400 batches of 25ms: about 10s of work
+	const records = 40000 // 400 batches of 25ms over 3 workers: several seconds of work
 
 	// Run 1: three workers, one killed and replaced.
 	coord := startNode(t, nodeSpec{name: "coordinator", net: nw, env: env, args: coordinatorArgs(store, records, 3, "25ms")})
@@ -130,6 +122,8 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 		workers[k] = startWorkerContainer(t, nw, env, addr, k, fmt.Sprintf("worker-%d", k))
 	}
 	waitForPointer(t, bs, coord, 2*time.Minute, "second completed checkpoint", func(p jobPointer) bool { return p.seq(t) >= 2 })
+	_, before := completedAssignment(t, bs)
+	killed := before["part-01"] // slot 1 of 3 holds parts 1, 4 and 7
 	victim := workers[1]
 	victim.kill()
 	if code := victim.wait(time.Minute); code != 137 {
@@ -140,48 +134,23 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	}
 	replacement := startWorkerContainer(t, nw, env, addr, 1, "worker-1 replacement")
 
-	// After the loss: the replacement restores slot 1's owners from the
-	// bucket, the survivors roll back from their own disks.
-	var lines []openedOwners
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if lines = openedLines(coord.logs()); len(lines) >= 6 {
-			break
-		}
-		if !coord.running() || time.Now().After(deadline) {
-			t.Fatalf("the coordinator logged %d opened-owner lines, want 3 at the start and 3 after the loss:\n%s", len(lines), coord.logs())
-		}
-	}
-	newID := ""
-	for _, l := range lines[3:6] {
-		switch {
-		case l.slot == "1" && l.from == "restored from the store" && l.worker != lines[1].worker:
-			newID = l.worker
-		case l.slot != "1" && l.from == "from its own disk":
-		default:
-			t.Errorf("after the loss, worker %s (slot %s) opened owners %s %s", l.worker, l.slot, l.owners, l.from)
-		}
-	}
-	if newID == "" {
-		t.Fatalf("no new worker took over slot 1:\n%s", coord.logs())
-	}
-	if !regexp.MustCompile(`worker 1 \(slot1-[0-9a-f]+\) lost: `).MatchString(coord.logs()) {
-		t.Fatalf("the coordinator did not say it lost worker 1:\n%s", coord.logs())
-	}
-	// A completed checkpoint on the new assignment, then the coordinator
-	// dies mid-run.
-	var last string
+	// The replacement restores slot 1's owners from the bucket, and a
+	// completed checkpoint names it; then the coordinator dies mid-run.
+	var last, newID string
 	waitForPointer(t, bs, coord, 2*time.Minute, "a completed checkpoint naming the new worker", func(jobPointer) bool {
 		id, assign := completedAssignment(t, bs)
-		ids := slices.Collect(maps.Values(assign))
-		if slices.Contains(ids, newID) {
-			if slices.Contains(ids, lines[1].worker) {
-				t.Fatalf("checkpoint %s assigns owners to both the killed worker %s and its replacement %s: %v", id, lines[1].worker, newID, assign)
+		if w := assign["part-01"]; w != killed && strings.HasPrefix(w, "slot1-") {
+			if assign["part-04"] != w || assign["part-07"] != w {
+				t.Fatalf("checkpoint %s assigns slot 1's owners to several workers: %v", id, assign)
 			}
-			last = id
+			last, newID = id, w
 			return true
 		}
 		return false
 	})
+	if got := opened(replacement.logs()); len(got) == 0 || got[0] != "part-01,part-04,part-07 restored from the store" {
+		t.Fatalf("the replacement opened %q, want slot 1's owners restored from the store:\n%s", got, replacement.logs())
+	}
 	coord.kill()
 	if code := coord.wait(time.Minute); code != 137 {
 		t.Fatalf("coordinator exit code %d after SIGKILL, want 137:\n%s", code, coord.logs())
@@ -189,12 +158,12 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	if out := coord.logs(); strings.Contains(out, "exactly-once") {
 		t.Fatalf("the job finished before its coordinator was killed (the test needs more records or a slower pace):\n%s", out)
 	}
-	// The workers notice their coordinator is gone and stop.
+	// The workers notice their coordinator's NATS server is gone and stop.
 	for _, w := range []*jobNode{workers[0], workers[2], replacement} {
 		code := w.wait(time.Minute)
 		t.Logf("%s stopped with exit code %d once its coordinator was gone", w.name, code)
 	}
-	t.Logf("run 1: worker %s killed, %s took over its owners; checkpoint %s completed on the new assignment, then the coordinator was killed", lines[1].worker, newID, last)
+	t.Logf("run 1: worker %s killed, %s took over its owners; checkpoint %s completed on the new assignment, then the coordinator was killed", killed, newID, last)
 
 	// Run 2: the job resumed by a new coordinator with two workers.
 	coord2 := startNode(t, nodeSpec{name: "coordinator 2", net: nw, env: env, args: coordinatorArgs(store, records, 2, "0")})
@@ -212,15 +181,13 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 	if id, _, offset := resumedFrom(t, out2); id < last || offset == 0 || offset >= records {
 		t.Errorf("run 2 resumed from %s at record %d, want %s or later, mid-run", id, offset, last)
 	}
-	lines = openedLines(out2)
-	if len(lines) != 2 {
-		t.Fatalf("run 2 logged %d opened-owner lines, want 2:\n%s", len(lines), out2)
-	}
-	runTwo := map[string]bool{}
-	for _, l := range lines {
-		runTwo[l.worker] = true
-		if l.from != "restored from the store" || strings.Count(l.owners, ",") != 3 {
-			t.Errorf("run 2: worker %s (slot %s) opened owners %s %s; want four owners restored from the store", l.worker, l.slot, l.owners, l.from)
+	for k, w := range two {
+		if code := w.wait(time.Minute); code != 0 {
+			t.Errorf("%s exit code %d, want 0:\n%s", w.name, code, w.logs())
+		}
+		want := []string{"part-00,part-02,part-04,part-06", "part-01,part-03,part-05,part-07"}[k] + " restored from the store"
+		if got := opened(w.logs()); len(got) == 0 || got[0] != want {
+			t.Errorf("%s opened %q, want %q:\n%s", w.name, got, want, w.logs())
 		}
 	}
 	// The job's last checkpoint records the new assignment: the two new
@@ -234,13 +201,8 @@ func TestWorkersKilledWorkerReplacedThenResumedWithTwoWorkersExactlyOnce(t *test
 		t.Errorf("the last checkpoint %s assigns %v, want 8 owners over the 2 new workers", final, assign)
 	}
 	for w, n := range perWorker {
-		if !runTwo[w] || n != 4 {
-			t.Errorf("the last checkpoint %s gives %d owners to %s, want 4 to each of run 2's workers %v", final, n, w, runTwo)
-		}
-	}
-	for _, w := range two {
-		if code := w.wait(time.Minute); code != 0 {
-			t.Errorf("%s exit code %d, want 0:\n%s", w.name, code, w.logs())
+		if n != 4 || strings.HasPrefix(w, "slot2-") {
+			t.Errorf("the last checkpoint %s gives %d owners to %s, want 4 to each of run 2's workers", final, n, w)
 		}
 	}
 }

@@ -43,6 +43,10 @@ type CoordinatorConfig struct {
 	// deletes the tables of this epoch that no kept checkpoint references,
 	// once older than the Storage's Grace: keep Grace above Timeout.
 	GCEvery int
+	// Stop, once closed, stops the job with a final checkpoint: the
+	// next barrier is cut at once, and once it completed every worker is
+	// told the job ended, as at the end of every Source. Nil never stops.
+	Stop <-chan struct{}
 	// Observe hears "start" (a generation starts from Checkpoint),
 	// "checkpoint" (Checkpoint completed) and "stop".
 	Observe func(Event)
@@ -92,7 +96,8 @@ type workersState struct {
 }
 
 // RunCoordinator runs the coordinator of a job spanning hosts until every
-// worker's Source ended and the last checkpoint completed.
+// worker's Source ended and the last checkpoint completed, or until Stop
+// closed and a final checkpoint completed.
 //
 // It takes the writer role on Storage (fencing the previous
 // coordinator), leads the Group at that epoch, and recovers rolling
@@ -375,6 +380,8 @@ func (c *coordinator) generation(ctx context.Context, cc *checkpoint.Coordinator
 	id := plan.Next
 	timer := time.NewTimer(cfg.Interval)
 	defer timer.Stop()
+	stop := cfg.Stop
+	stopping := false
 	changed := func(m map[string]string) bool {
 		*cur = m
 		for _, s := range cfg.Slots {
@@ -401,6 +408,8 @@ func (c *coordinator) generation(ctx context.Context, cc *checkpoint.Coordinator
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-timer.C:
+		case <-stop:
+			stop, stopping = nil, true // a closed channel fires once here
 		}
 		// The barrier.
 		c.lastID = max(c.lastID, id)
@@ -447,7 +456,7 @@ func (c *coordinator) generation(ctx context.Context, cc *checkpoint.Coordinator
 		if err := c.await(ctx, cc, completed, id); err != nil {
 			return false, err
 		}
-		if eof {
+		if eof || stopping {
 			plan.Stop, plan.Barrier = true, ""
 			if err := cfg.Group.Announce(ctx, *plan); err != nil {
 				return false, fmt.Errorf("job: announce stop: %w", err)

@@ -292,3 +292,62 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCoordinatorStopTakesAFinalCheckpoint: a closed Stop cuts a barrier
+// at once and ends the job after it, before the Sources ended; a resume
+// reads on from that checkpoint and ends exactly once.
+func TestCoordinatorStopTakesAFinalCheckpoint(t *testing.T) {
+	const n = 3000
+	bucket := memstore.New()
+	g := newHub()
+	sinkOf := func(slot string) *job.BlobSink { return job.NewBlobSink(bucket, "out/"+slot+"/") }
+	worker := func() *bg {
+		return goRun(t, func(ctx context.Context) (job.Result, error) {
+			return job.RunWorker(ctx, job.WorkerConfig{
+				Group: g.handle(), Slot: "a", Blobstore: bucket, Dir: t.TempDir(),
+				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
+				Processor: summer{owner: "sum-a", pause: 2 * time.Millisecond},
+				Sink:      sinkOf("a"), Owners: []string{"sum-a"}, State: smallState,
+			})
+		})
+	}
+	coordinator := func(stop <-chan struct{}, observe func(job.Event)) *bg {
+		disk := t.TempDir()
+		interval := 50 * time.Millisecond
+		if stop != nil {
+			interval = time.Hour // the stop alone cuts the barrier
+		}
+		return goRun(t, func(ctx context.Context) (job.Result, error) {
+			return job.RunCoordinator(ctx, job.CoordinatorConfig{
+				Group: g.handle(), Storage: node(t, bucket, disk), Slots: []string{"a"},
+				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
+				Interval: interval, Timeout: 5 * time.Second, Stop: stop, Observe: observe,
+			})
+		})
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	c := coordinator(stop, func(e job.Event) {
+		if e.Kind == "start" {
+			once.Do(func() { time.AfterFunc(200*time.Millisecond, func() { close(stop) }) })
+		}
+	})
+	w := worker()
+	res, err := c.wait(t)
+	if err != nil || res.Checkpoints != 1 {
+		t.Fatalf("stopped coordinator: %v, %+v: want one final checkpoint", err, res)
+	}
+	wres, err := w.wait(t)
+	if err != nil || wres.Records == 0 || wres.Records >= n {
+		t.Fatalf("stopped worker: %v, read %d of %d: want a stop mid-way", err, wres.Records, n)
+	}
+	c2 := coordinator(nil, nil)
+	w2 := worker()
+	if res2, err := c2.wait(t); err != nil || res2.Restored != res.Last {
+		t.Fatalf("resumed coordinator: %v, restored %q, want %q", err, res2.Restored, res.Last)
+	}
+	if _, err := w2.wait(t); err != nil {
+		t.Fatalf("resumed worker: %v", err)
+	}
+	checkExactlyOnce(t, blobOutput(t, sinkOf("a")), n)
+}

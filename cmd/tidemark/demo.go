@@ -214,7 +214,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 			return err
 		}
 	}
-	if err := f.workersFlags.check(); err != nil {
+	if err := f.workersFlags.check(f.every, a.env.getenv); err != nil {
 		return err
 	}
 	if err := f.stopFlags.check(); err != nil {
@@ -284,20 +284,16 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	storage := blobstorage.New(bs, filepath.Join(f.dir, "checkpoints"), opts)
 	start := time.Now()
 	cfg := demo.Config{
-		Storage:      storage,
-		Sink:         demo.NewSink(bs),
-		Dir:          f.dir,
-		Records:      f.records,
-		Words:        f.words,
-		Batch:        f.batch,
-		Interval:     f.interval,
-		EveryRecords: f.every,
-		RemoteState:  f.remoteState,
-		Logger:       a.logger,
-		GC: func(ctx context.Context) error {
-			_, err := storage.GC(ctx, blobstorage.GCOptions{})
-			return err
-		},
+		Storage:       storage,
+		Sink:          demo.NewSink(bs),
+		Dir:           f.dir,
+		Records:       f.records,
+		Words:         f.words,
+		Batch:         f.batch,
+		Interval:      f.interval,
+		EveryRecords:  f.every,
+		RemoteState:   f.remoteState,
+		Logger:        a.logger,
 		Stop:          a.stopOn(f.stopFlags),
 		StopSavepoint: f.savepoint,
 	}

@@ -19,8 +19,8 @@ func TestDemoInterruptedSaysSoOnce(t *testing.T) {
 		group bool
 	}{
 		{"one process", nil, false},
-		{"workers, Ctrl-C to the group", []string{"--workers", "2"}, true},
-		{"workers, SIGINT to the coordinator", []string{"--workers", "2"}, false},
+		{"workers, Ctrl-C to the group", append([]string{"--workers", "2"}, workerArgs...), true},
+		{"workers, SIGINT to the coordinator", append([]string{"--workers", "2"}, workerArgs...), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(demoArgs(t.TempDir(), fileURL(t.TempDir()), "--records", "2000000", "--slow", "20ms"), c.extra...)

@@ -57,7 +57,7 @@ func TestDemoRefusesADirInUse(t *testing.T) {
 	}
 	before := dirTree(t, dir)
 	want := fmt.Sprintf("another tidemark process is using --dir %s (pid %d); wait for it to end or use another --dir", dir, os.Getpid())
-	for _, args := range [][]string{demoArgs(dir, store), demoArgs(dir, store, "--workers", "2")} {
+	for _, args := range [][]string{demoArgs(dir, store), demoArgs(dir, store, append([]string{"--workers", "2"}, workerArgs...)...)} {
 		_, errOut, code := tm(t, "", args...)
 		if code != exitError || !strings.Contains(errOut, want) {
 			t.Fatalf("tidemark %s on a locked dir: exit %d, want %d saying %q:\n%s", strings.Join(args, " "), code, exitError, want, errOut)

@@ -90,7 +90,7 @@ func blobGet(t *testing.T, store, key string) string {
 
 func TestDemoRemoteStateWithWorkersIsAUsageError(t *testing.T) {
 	dir, store := t.TempDir(), fileURL(t.TempDir())
-	_, errOut, code := tm(t, "", demoArgs(dir, store, "--remote-state", "--workers", "2")...)
+	_, errOut, code := tm(t, "", demoArgs(dir, store, append([]string{"--remote-state", "--workers", "2"}, workerArgs...)...)...)
 	if code != exitUsage || !strings.Contains(errOut, "--workers") {
 		t.Fatalf("--remote-state --workers 2: exit %d, want %d (usage)\n%s", code, exitUsage, errOut)
 	}
@@ -108,7 +108,7 @@ func TestDemoRemoteStateResumedWithWorkersIsRefused(t *testing.T) {
 		t.Fatalf("crashing demo: exit %d\n%s", code, errOut)
 	}
 	writer := blobGet(t, store, "_writer")
-	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "2")...)
+	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, append([]string{"--workers", "2"}, workerArgs...)...)...)
 	if code == 0 || !strings.Contains(errOut, "remote mode") {
 		t.Fatalf("resume by workers of remote state: exit %d, want a refusal:\n%s", code, errOut)
 	}

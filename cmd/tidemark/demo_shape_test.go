@@ -37,9 +37,9 @@ func TestDemoRefusesAJobOfTheOtherShape(t *testing.T) {
 		first, again []string
 		want         string
 	}{
-		{"workers job without --workers", []string{"--workers", "2"}, nil, "this job runs with workers (owners part-00…part-07"},
-		{"workers job with --workers 0", []string{"--workers", "2"}, []string{"--workers", "0"}, "resume with --workers N"},
-		{"one-process job with --workers", nil, []string{"--workers", "2"}, "this job runs in one process"},
+		{"workers job without --workers", append([]string{"--workers", "2"}, workerArgs...), nil, "this job runs with workers (owners part-00…part-07"},
+		{"workers job with --workers 0", append([]string{"--workers", "2"}, workerArgs...), []string{"--workers", "0"}, "resume with --workers N"},
+		{"one-process job with --workers", nil, append([]string{"--workers", "2"}, workerArgs...), "this job runs in one process"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			storeDir := t.TempDir()

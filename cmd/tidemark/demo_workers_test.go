@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -67,13 +69,21 @@ func distinctWorkers(a map[string]string) []string {
 	return slices.Compact(slices.Sorted(maps.Values(a)))
 }
 
+// workersArgs are demoArgs for a job of n workers, slow enough to crash
+// or kill mid-run.
+func workersArgs(dir, store string, n int, extra ...string) []string {
+	args := append([]string{"--workers", strconv.Itoa(n), "--slow", "50ms"}, workerArgs...)
+	return demoArgs(dir, store, append(args, extra...)...)
+}
+
 // The job runs as a coordinator and two worker processes, crashes, and
-// resumes on another node with three: the owners are reassigned, each
-// new worker restores its owners from the store, the next checkpoints
-// record the new assignment, and the result is exactly once.
+// resumes on another node with three: the partitions and their owners
+// are reassigned, each new worker restores its owners from the store,
+// the next checkpoints record the new assignment, and the result is
+// exactly once.
 func TestDemoWithWorkersResumesWithAnotherNumberOfWorkers(t *testing.T) {
 	store := fileURL(t.TempDir())
-	_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "2", "--crash-after-records", "10000")...)
+	_, errOut, code := tm(t, "", workersArgs(t.TempDir(), store, 2, "--crash-after-records", "10000")...)
 	if code != exitCrashed {
 		t.Fatalf("demo --workers 2: exit %d, want %d\n%s", code, exitCrashed, errOut)
 	}
@@ -83,15 +93,17 @@ func TestDemoWithWorkersResumesWithAnotherNumberOfWorkers(t *testing.T) {
 	}
 
 	var res map[string]any
-	out, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "3", "--output", "json")...)
+	out, errOut, code := tm(t, "", workersArgs(t.TempDir(), store, 3, "--output", "json")...)
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("demo --workers 3: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	if res["exactly_once"] != true || res["records"] != float64(20000) || res["restored"] == "" || res["start_offset"] == float64(0) {
 		t.Fatalf("demo --workers 3: %v: want exactly once over 20000 records, resumed mid-way", res)
 	}
-	if n := strings.Count(errOut, "restored from the store"); n != 3 {
-		t.Errorf("%d workers said they restored their owners from the store, want 3:\n%s", n, errOut)
+	for k := range 3 {
+		if w := fmt.Sprintf("tidemark demo worker (slot %d): owners ", k); !strings.Contains(lineWith(errOut, w), "restored from the store") {
+			t.Errorf("worker %d did not say it restored its owners from the store:\n%s", k, errOut)
+		}
 	}
 	last, after := latestAssignment(t, store)
 	w := distinctWorkers(after)
@@ -105,20 +117,20 @@ func TestDemoWithWorkersResumesWithAnotherNumberOfWorkers(t *testing.T) {
 	}
 }
 
-// A worker process killed mid-run (SIGKILL) is replaced by a new one with
-// an empty directory: it restores only its owners from the store, the
-// survivor rolls back from its own disk, and the job ends exactly once.
+// A worker process that dies mid-run is replaced by a new one with an
+// empty directory: it restores its owners from the store, every worker
+// restarts from the last checkpoint, and the job ends exactly once.
 func TestDemoWithWorkersReplacesAKilledWorker(t *testing.T) {
 	store := fileURL(t.TempDir())
 	var res map[string]any
-	out, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--workers", "2", "--kill-worker-after-records", "10000", "--output", "json")...)
+	out, errOut, code := tm(t, "", workersArgs(t.TempDir(), store, 2, "--kill-worker-after-records", "3000", "--output", "json")...)
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("demo: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	if res["exactly_once"] != true || res["replaced"] != float64(1) {
 		t.Fatalf("demo: %v: want exactly once with one worker replaced\n%s", res, errOut)
 	}
-	for _, want := range []string{"worker 0 (slot0-", ") lost: ", "from its own disk", "restored from the store"} {
+	for _, want := range []string{"killing itself now (--kill-worker-after-records)", "worker 0 (pid ", ") lost: exit status 137; starting a new worker for slot 0 on an empty directory", "restored from the store"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, errOut)
 		}
@@ -140,9 +152,12 @@ func TestDemoWithWorkersRefusesBadFlags(t *testing.T) {
 		{"--kill-worker-after-records", "5"},
 		{"--workers", "2", "--worker-listen", "127.0.0.1:0", "--kill-worker-after-records", "5"},
 		{"--workers", "2", "--worker-timeout", "0"},
+		{"--workers", "2", "--checkpoint-every", "100"}, // only the workers see records
+		{"--workers", "2", "--nats", "http://127.0.0.1:4222"},
+		{"--nats", "nats://127.0.0.1:4222"},
 	} {
 		dir := t.TempDir()
-		_, errOut, code := tm(t, "", append([]string{"demo", "--dir", dir}, extra...)...)
+		_, errOut, code := tmEnv(t, natsCreds, append([]string{"demo", "--dir", dir}, extra...)...)
 		if code != exitUsage {
 			t.Errorf("demo %v: exit %d, want %d\n%s", extra, code, exitUsage, errOut)
 		}

@@ -156,10 +156,10 @@ func metricValue(body, name string) float64 {
 // it saved, their uploads, and its store operations by key class.
 func TestDemoWorkerServesItsMetrics(t *testing.T) {
 	metricsAddr := freeAddr(t)
-	coord := startCoordinator(t, "100ms", "2000")
+	coord := startCoordinator(t, "100ms")
 	worker := make(chan int, 1)
 	go func() {
-		_, _, code := tm(t, "", "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir(), "--metrics-addr", metricsAddr)
+		_, _, code := tmEnv(t, natsCreds, "demo", "worker", "--coordinator", coord.addr, "--slot", "0", "--dir", t.TempDir(), "--metrics-addr", metricsAddr)
 		worker <- code
 	}()
 	body := scrapeUntil(t, metricsAddr, "two parts", worker, func(b string) bool {

@@ -49,7 +49,7 @@ func TestShowOfAMalformedIDIsAUsageError(t *testing.T) {
 func TestShowNamesWorkersAndRemoteObjects(t *testing.T) {
 	t.Run("workers", func(t *testing.T) {
 		store := fileURL(t.TempDir())
-		must(t, "", demoArgs(t.TempDir(), store, "--workers", "2")...)
+		must(t, "", demoArgs(t.TempDir(), store, append([]string{"--workers", "2"}, workerArgs...)...)...)
 		var show struct {
 			Workers map[string]string `json:"workers"`
 		}

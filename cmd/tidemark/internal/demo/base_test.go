@@ -60,11 +60,11 @@ func TestRunResumedFromASavepointInAnotherStoreIsExactlyOnce(t *testing.T) {
 	// every record exactly once (east may have committed more before its
 	// crash: that output is not the savepoint's).
 	ctx := t.Context()
-	total, err := blobOutput(ctx, east, func(id string) bool { return id <= want.Checkpoint })
+	total, err := blobOutput(ctx, east, OutputPrefix, func(id string) bool { return id <= want.Checkpoint })
 	if err != nil {
 		t.Fatal(err)
 	}
-	westOut, err := blobOutput(ctx, west, all)
+	westOut, err := blobOutput(ctx, west, OutputPrefix, all)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,13 +25,6 @@
 // with the counts computed from the source ([Check]). The lineage lives
 // in the state (the totals owner), the output base in [BaseKey].
 //
-// # Workers: the demo's own wiring, until the runtime has a worker mode
-//
-// [RunWorkers] still drives a checkpoint.Coordinator itself, with the
-// demo's [Sink]: a transactional file sink whose commit and abort race
-// for one create-if-absent key, so that recovery's "not committed" is a
-// durable abort no zombie's late commit can pass (see [Sink]).
-//
 // # Remote state (instant restore)
 //
 // With Config.RemoteState ([RemoteStateAll] or [RemoteStateLower]; the
@@ -63,27 +56,20 @@
 //
 // # Workers
 //
-// [RunWorkers] runs the same job as a coordinator and several worker
-// processes ([ServeWorker]) connected over TCP (JSON messages, one per
-// line). The state is split into [DefaultOwners] owners (words hashed to
-// owners), each a state.Store on the worker holding it; owner i goes to
-// worker slot i mod Workers. The coordinator holds the writer role, reads
-// the source, sends each batch to the workers of its words and stages
-// the output they report; at every checkpoint it sends a barrier, each
-// worker checkpoints its owners and saves them with
-// blobstorage.Worker.SavePart, and the coordinator's checkpoint.Coordinator
-// persists the checkpoint from the parts (blobstorage.Storage.Assign)
-// and commits the sink as [Run] does. A worker lost (connection broken or
-// a request timed out) is replaced by a new one (a new worker id) for its
-// slot; every worker rolls back to the latest completed checkpoint,
-// survivors from their own disks and the newcomer by restoring only its
-// owners from the store. A run with another number of workers restores
-// each owner on its new worker: rescale (at most one worker per owner).
-// A job keeps its shape: one run with workers is refused by Run, one run
-// in one process by RunWorkers, both before writing anything. A worker
-// whose slot is out of range is refused with the reason, which
-// ServeWorker returns wrapping [ErrWorkerRefused]. The final check
-// restores every owner from the store.
+// [RunWorkers] runs the same job on the runtime's multi-host shape: this
+// process runs job.RunCoordinator, and Workers processes ([ServeWorker])
+// run job.RunWorker, reaching each other through a connector/jetstream
+// Group on a NATS server and the store only. The source has
+// [DefaultOwners] partitions, partition p yielding the words of owner p;
+// slot k reads the partitions p with p % Workers == k, keeps their owners
+// and commits through its own job.BlobSink ([SlotOutputPrefix]). The
+// coordinator publishes the job's description in a key-value bucket, and
+// a worker learns from it the store and its partitions. A dead worker is
+// started again by the [Launcher]; a run with another number of workers
+// rescales (the offsets of every partition are merged). A job keeps its
+// shape: Run refuses a job with workers, RunWorkers one run in one
+// process, both before writing anything. The final check restores every
+// owner from the store and sums every slot's committed output.
 //
 // # Errors
 //

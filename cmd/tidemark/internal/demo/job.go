@@ -23,17 +23,12 @@ const (
 // injected crash (Config.CrashAfter), so that the crash happens once.
 const CrashMarkerPrefix = "demo/crashed-at-"
 
-// TxnID is the sink's transactional id. Run records TxnIDOf(writer),
-// TxnID@<writer>, in every checkpoint, naming the writer whose staged
-// output the checkpoint's transaction commits.
-const TxnID = "tidemark-demo-wordcount"
-
 // Errors of Run.
 var (
 	// ErrCrashed is returned (wrapped) when the run stopped at an injected
-	// crash (Config.CrashAfter without Config.Crash, or a Config.Hook that
-	// returned checkpoint.HookHalt): nothing after the crash point was
-	// done, exactly as if the process had died. Run again to resume.
+	// crash (demofault.Faults.CrashAfter without Faults.Crash): nothing
+	// after the crash point was done, as if the process had died. Run
+	// again to resume.
 	ErrCrashed = errors.New("demo: crashed (injected)")
 	// ErrNotExactlyOnce is returned (wrapped) when the final check finds
 	// the committed output or the state different from the expected
@@ -53,9 +48,8 @@ type Config struct {
 	// Acquire(ctx) (uint64, error) method (BlobStorage) is acquired first,
 	// which fences any previous writer.
 	Storage checkpoint.Storage
-	// Sink is the transactional output of RunWorkers, named by the epoch
-	// it acquires. Run writes its output through a job.BlobSink on the
-	// same store (the Sink's), under OutputPrefix.
+	// Sink is the store of the job's output: job.BlobSinks under
+	// OutputPrefix (Run) or SlotOutputPrefix (RunWorkers).
 	Sink *Sink
 	// Dir is the local working directory; the live state is Dir/live. It
 	// may be empty or absent: the state comes from the checkpoint.
@@ -75,12 +69,8 @@ type Config struct {
 	// records (whichever of Interval and EveryRecords comes first).
 	EveryRecords uint64
 
-	// GC, if set, is called by RunWorkers after every GCEvery completed
-	// checkpoints (BlobStorage.GC for the demo); Run's runtime collects
-	// on its own, every GCEvery. An error wrapping checkpoint.ErrFenced
-	// stops the run; other errors are logged.
-	GC func(ctx context.Context) error
-	// GCEvery: default DefaultGCEvery.
+	// GCEvery runs the Storage's GC every that many checkpoints (the
+	// runtime's). Default: DefaultGCEvery.
 	GCEvery int
 	// State configures the Pebble state. The demo's default keeps memory
 	// small (1 MiB memtables, 4 MiB cache) so that SSTs are written, and
@@ -125,9 +115,8 @@ type Progress struct {
 	// LastCompleted the id of the last one.
 	Checkpoints   int
 	LastCompleted string
-	// Action and From describe the start: what recovery decided (known
-	// to RunWorkers only; Run has it in Result.Action) and the checkpoint
-	// restored ("" when starting fresh).
+	// Action is empty (Result.Action holds what recovery decided); From
+	// is the checkpoint restored ("" when starting fresh).
 	Action string
 	From   string
 }
@@ -213,6 +202,11 @@ func checkPointed(ctx context.Context, st checkpoint.Storage, check func(*checkp
 // sameJob checks that cp is a checkpoint of this job (same records and
 // words).
 func (r *runner) sameJob(cp *checkpoint.CheckpointData) error {
+	if !r.workers {
+		if err := oneProcessShape(cp); err != nil {
+			return err
+		}
+	}
 	off, err := DecodeOffsets(cp.Offsets())
 	if err != nil {
 		return err
@@ -220,11 +214,6 @@ func (r *runner) sameJob(cp *checkpoint.CheckpointData) error {
 	if off.Records != r.cfg.Records || off.Words != r.cfg.Words {
 		return fmt.Errorf("%w: checkpoint %s is of a job with %d records and %d words, not %d and %d",
 			ErrJobMismatch, cp.ID, off.Records, off.Words, r.cfg.Records, r.cfg.Words)
-	}
-	if !r.workers {
-		if err := oneProcessShape(cp); err != nil {
-			return err
-		}
 	}
 	return r.checkStateMode(cp)
 }

@@ -118,41 +118,6 @@ func TestRunResumesOnAnEmptyNodeAfterACrashExactlyOnce(t *testing.T) {
 	}
 }
 
-// The one-process shape's crashes at every step are the runtime's
-// (package job, TestCrashAtEveryStepExactlyOnce); the workers keep their
-// own Coordinator wiring, tested here.
-func TestRunWorkersResumesExactlyOnceAfterACrashAtEveryProtocolStep(t *testing.T) {
-	for _, step := range checkpoint.Steps {
-		t.Run(string(step), func(t *testing.T) {
-			bs := fileStore(t)
-			crashing, _ := workersNode(t, bs, 2, nil)
-			n := 0
-			hook := func(s checkpoint.Step, id string) checkpoint.HookAction {
-				if s == step {
-					if n++; n == 3 { // the third checkpoint dies at this step
-						return checkpoint.HookHalt
-					}
-				}
-				return checkpoint.HookContinue
-			}
-			if _, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{Hook: hook}), crashing); !errors.Is(err, ErrCrashed) {
-				t.Fatalf("crashing run: %v, want ErrCrashed", err)
-			}
-			next, _ := workersNode(t, bs, 2, nil)
-			res := mustRunWorkers(t, t.Context(), next)
-			want := checkpoint.ActionRestore
-			if step == checkpoint.StepSinkCommitted {
-				// Committed but not promoted: recovery must promote it,
-				// or its output would be produced twice.
-				want = checkpoint.ActionPromote
-			}
-			if res.Action != want {
-				t.Fatalf("recovery action %v, want %v", res.Action, want)
-			}
-		})
-	}
-}
-
 func TestRunCancelledMidRunResumesExactlyOnce(t *testing.T) {
 	bs := fileStore(t)
 	cfg := node(t, bs)

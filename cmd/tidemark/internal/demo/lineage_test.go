@@ -174,30 +174,6 @@ func TestRunRolledBackStillDetectsWrongOutput(t *testing.T) {
 	}
 }
 
-func TestRunWorkersRolledBackToASavepointOnTheSameStoreIsExactlyOnce(t *testing.T) {
-	bs := fileStore(t)
-	wc, _ := workersNode(t, bs, 2, nil)
-	// A checkpoint every 2000 records, one in flight: the cut at 4000
-	// waits for the first to complete, so by 6000 one has.
-	if _, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{CrashAfter: 6000}), wc); !errors.Is(err, ErrCrashed) {
-		t.Fatalf("crashing run: %v, want ErrCrashed", err)
-	}
-	sp, off := savepointOf(t, bs, "mid")
-	wc, _ = workersNode(t, bs, 2, nil)
-	mustRunWorkers(t, t.Context(), wc)
-	restored := rollBack(t, bs, "mid", sp)
-	for i := range 2 {
-		wc, _ = workersNode(t, bs, 2, nil)
-		res := mustRunWorkers(t, t.Context(), wc)
-		if res.Check.OutputTotal != wc.Records || res.Check.Abandoned == 0 {
-			t.Fatalf("run %d after the rollback: %s, want the output of %d records, abandoned output left out", i+1, res.Check, wc.Records)
-		}
-		if i == 0 && (res.RestoredID != restored || res.StartOffset != off) {
-			t.Fatalf("run after the rollback %+v: want a restore of %s at %d", res, restored, off)
-		}
-	}
-}
-
 func TestLineageIncludesAllButTheAbandonedTransactions(t *testing.T) {
 	id := checkpoint.NewID
 	one := Lineage{{Through: id(5)}}

@@ -64,21 +64,3 @@ func TestRunOfANewJobFromAnotherJobsSavepointIsExactlyOnce(t *testing.T) {
 		}
 	}
 }
-
-func TestRunWorkersOfANewJobFromAnotherJobsSavepointIsExactlyOnce(t *testing.T) {
-	east, west := fileStore(t), fileStore(t)
-	wc, _ := workersNode(t, east, 2, nil)
-	if _, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{CrashAfter: 6000}), wc); !errors.Is(err, ErrCrashed) {
-		t.Fatalf("crashing run on east: %v, want ErrCrashed", err)
-	}
-	_, off := savepointOf(t, east, "mid")
-	wc, _ = workersNode(t, west, 2, nil)
-	wc.Words = 70
-	mustRunWorkers(t, t.Context(), wc)
-	start := newJobFrom(t, east, west, "mid")
-	wc, _ = workersNode(t, west, 2, nil)
-	res := mustRunWorkers(t, t.Context(), wc)
-	if res.RestoredID != start || res.StartOffset != off || res.Check.OutputTotal != wc.Records-off || res.Check.Abandoned == 0 {
-		t.Fatalf("the new job on west: %+v (%s), want a restore of %s at %d, its output from there", res, res.Check, start, off)
-	}
-}

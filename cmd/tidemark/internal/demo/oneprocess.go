@@ -353,7 +353,7 @@ func (w *wordCount) check(ctx context.Context, id string) (Check, error) {
 		return Check{}, err
 	}
 	lin := lr.through(cp.ID)
-	out, err := blobOutput(ctx, w.cfg.Sink.bs, lin.Includes)
+	out, err := blobOutput(ctx, w.cfg.Sink.bs, OutputPrefix, lin.Includes)
 	if err != nil {
 		return Check{}, err
 	}
@@ -424,13 +424,13 @@ type storedLineage struct {
 	After  string  `json:"after,omitempty"`
 }
 
-// blobOutput sums the committed output of the transactions keep accepts
-// (by checkpoint id): job.BlobSink's Output over a view of the store that
-// lists only their commits.
-func blobOutput(ctx context.Context, bs blobstore.Blobstore, keep func(id string) bool) (Output, error) {
-	v := &commitView{Blobstore: bs, keep: keep}
+// blobOutput sums the committed output of the job.BlobSink under prefix
+// of the transactions keep accepts (by checkpoint id): its Output over a
+// view of the store that lists only their commits.
+func blobOutput(ctx context.Context, bs blobstore.Blobstore, prefix string, keep func(id string) bool) (Output, error) {
+	v := &commitView{Blobstore: bs, commits: prefix + "commit/", keep: keep}
 	out := Output{Counts: map[string]uint64{}}
-	for rec, err := range job.NewBlobSink(v, OutputPrefix).Output(ctx) {
+	for rec, err := range job.NewBlobSink(v, prefix).Output(ctx) {
 		if err != nil {
 			return Output{}, fmt.Errorf("%w: %v", ErrCorruptOutput, err)
 		}
@@ -443,22 +443,23 @@ func blobOutput(ctx context.Context, bs blobstore.Blobstore, keep func(id string
 	return out, nil
 }
 
-// commitView is a Blobstore whose listing of CommitPrefix holds only the
-// commits keep accepts; it counts those it shows and hides.
+// commitView is a Blobstore whose listing of commits holds only those
+// keep accepts; it counts those it shows and hides.
 type commitView struct {
 	blobstore.Blobstore
+	commits            string // the sink's prefix of commits
 	keep               func(id string) bool
 	included, excluded int
 }
 
 func (v *commitView) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
-	if prefix != CommitPrefix {
+	if prefix != v.commits {
 		return v.Blobstore.List(ctx, prefix)
 	}
 	return func(yield func(blobstore.ObjectInfo, error) bool) {
 		for info, err := range v.Blobstore.List(ctx, prefix) {
 			if err == nil {
-				if !v.keep(strings.TrimPrefix(info.Key, CommitPrefix)) {
+				if !v.keep(strings.TrimPrefix(info.Key, v.commits)) {
 					v.excluded++
 					continue
 				}

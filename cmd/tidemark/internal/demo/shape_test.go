@@ -46,7 +46,7 @@ func sameSnapshot(t *testing.T, what string, got, want map[string]string) {
 func TestRunRefusesAJobOfTheOtherShapeBeforeWriting(t *testing.T) {
 	t.Run("workers job in one process", func(t *testing.T) {
 		bs := fileStore(t)
-		wc, _ := workersNode(t, bs, 2, nil)
+		wc, _ := workersNode(t, bs, 2)
 		_, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{CrashAfter: 5000}), wc)
 		if !errors.Is(err, ErrCrashed) {
 			t.Fatalf("run workers: %v, want a crash", err)
@@ -70,7 +70,7 @@ func TestRunRefusesAJobOfTheOtherShapeBeforeWriting(t *testing.T) {
 			t.Fatalf("run: %v, want a crash", err)
 		}
 		before := snapshot(t, bs)
-		wc, _ := workersNode(t, bs, 2, nil)
+		wc, _ := workersNode(t, bs, 2)
 		_, err = RunWorkers(t.Context(), wc)
 		if !errors.Is(err, ErrJobMismatch) || !strings.Contains(err.Error(), "this job runs in one process") ||
 			!strings.Contains(err.Error(), "resume without --workers") || strings.Contains(err.Error(), "another job") {
@@ -84,7 +84,7 @@ func TestRunRefusesAJobOfTheOtherShapeBeforeWriting(t *testing.T) {
 // worker holds at least one owner.
 func TestRunWorkersRefusesMoreWorkersThanOwners(t *testing.T) {
 	bs := fileStore(t)
-	wc, _ := workersNode(t, bs, DefaultOwners+1, nil)
+	wc, _ := workersNode(t, bs, DefaultOwners+1)
 	_, err := RunWorkers(t.Context(), wc)
 	if err == nil || !strings.Contains(err.Error(), "9 workers for 8 owners") {
 		t.Fatalf("run with %d workers: %v, want a refusal naming 8 owners", wc.Workers, err)

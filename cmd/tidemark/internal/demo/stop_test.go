@@ -58,12 +58,17 @@ func TestRunStoppedResumesOnAnEmptyNodeAtItsFinalCheckpoint(t *testing.T) {
 // saves its part of the final checkpoint, and they stop.
 func TestRunWorkersStoppedResumesOnAnEmptyNodeAtItsFinalCheckpoint(t *testing.T) {
 	bs := fileStore(t)
-	wc, _ := workersNode(t, bs, 2, nil)
+	wc, _ := workersNode(t, bs, 2)
 	wc.Stop, wc.Progress = stopAt(2)
-	res, err := RunWorkers(demofault.With(t.Context(), demofault.Faults{Slow: time.Millisecond}), wc)
-	checkStopped(t, wc.Config, res.Result, err)
+	res, err := RunWorkers(slowly(t.Context(), demofault.Faults{}), wc)
+	if err != nil || !res.Stopped || res.EndOffset == 0 || res.EndOffset >= wc.Records {
+		t.Fatalf("stopped run: %v, %+v: want a stop mid-way", err, res)
+	}
+	if cp, err := wc.Storage.LoadLatestCompleted(t.Context()); err != nil || cp == nil || cp.ID != res.LastID {
+		t.Fatalf("latest completed %v (%v), want the final checkpoint %s", cp, err, res.LastID)
+	}
 
-	next, _ := workersNode(t, bs, 2, nil)
+	next, _ := workersNode(t, bs, 2)
 	again := mustRunWorkers(t, t.Context(), next)
 	if again.RestoredID != res.LastID || again.StartOffset != res.EndOffset {
 		t.Fatalf("resumed from %s at %d, want %s at %d", again.RestoredID, again.StartOffset, res.LastID, res.EndOffset)

@@ -1,5 +1,5 @@
 // Package demofault carries the demo job's fault injection — slowing it
-// down, crashing it at a record, halting it at a protocol step — from the
+// down, crashing it at a record, killing a worker — from the
 // CLI and the tests to demo.Run, so that these seams stay out of the
 // demo's public Config. Only the CLI (cmd/tidemark) can import it.
 package demofault
@@ -7,8 +7,6 @@ package demofault
 import (
 	"context"
 	"time"
-
-	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 // Faults are the faults of one run. The zero value injects none.
@@ -17,20 +15,16 @@ type Faults struct {
 	// enough to be killed from outside.
 	Slow time.Duration
 	// CrashAfter, if not zero, crashes the run when the source offset
-	// reaches it, once per store (see demo.CrashMarkerPrefix). The crash
+	// reaches it (with workers: at the first checkpoint past it), once per store (see demo.CrashMarkerPrefix). The crash
 	// calls Crash (the CLI passes one that exits the process), or, when
 	// Crash is nil, stops the run as a crash would and returns
 	// demo.ErrCrashed.
 	CrashAfter uint64
 	// Crash is the crash of CrashAfter.
 	Crash func()
-	// Hook is passed to the Coordinator, to crash at each protocol step;
-	// checkpoint.HookHalt ends the run with demo.ErrCrashed.
-	Hook func(step checkpoint.Step, id string) checkpoint.HookAction
-	// KillWorkerAfter, if not zero, makes demo.RunWorkers kill worker 0
-	// (through its Launcher, which must be a demo.Killer) when the source
-	// offset reaches it, once per store (see
-	// demo.KilledWorkerMarkerPrefix): the coordinator then replaces it.
+	// KillWorkerAfter, if not zero, makes worker 0 of demo.RunWorkers
+	// kill itself once it read that many records, once per store (see
+	// demo.KilledWorkerMarkerPrefix): its launcher then replaces it.
 	KillWorkerAfter uint64
 }
 
