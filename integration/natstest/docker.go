@@ -139,6 +139,12 @@ func StartDocker(t testing.TB, opts ...Options) *Server {
 }
 
 func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img string, port int, conf string) (*Server, error) {
+	return startContainer(ctx, cli, img, port, conf, "", "")
+}
+
+// startContainer runs img with conf, its client port on host port port.
+// With a networkName, the container joins it under the alias name.
+func startContainer(ctx context.Context, cli *testcontainers.DockerClient, img string, port int, conf, networkName, name string) (*Server, error) {
 	req := testcontainers.ContainerRequest{
 		Image:        img,
 		ExposedPorts: []string{"4222/tcp"},
@@ -157,6 +163,12 @@ func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img str
 			}
 		},
 	}
+	what := "container"
+	if networkName != "" {
+		req.Networks = []string{networkName}
+		req.NetworkAliases = map[string][]string{networkName: {name}}
+		what = "container " + name
+	}
 	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: req,
 		Started:          true,
@@ -166,7 +178,7 @@ func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img str
 		if ctr != nil {
 			_ = ctr.Terminate(context.WithoutCancel(ctx))
 		}
-		return nil, fmt.Errorf("natstest: start container from %s: %w", img, err)
+		return nil, fmt.Errorf("natstest: start %s from %s: %w", what, img, err)
 	}
 	b := &containerBackend{ctr: ctr, containerID: ctr.GetContainerID(), client: cli}
 	return &Server{URL: "nats://" + hostPort(port), User: DefaultUser, Password: DefaultPassword, mode: ModeDocker, b: b}, nil
