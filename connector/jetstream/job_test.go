@@ -174,13 +174,7 @@ func TestJobJetStreamExactlyOnce(t *testing.T) {
 func jobExactlyOnce(t *testing.T, srv *natstest.Server) {
 	const parts, n = 3, 3000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	bucketDir := t.TempDir()
 
 	res, err := runJob(t, srv, bucketDir, parts, 1200, nil)
@@ -224,13 +218,7 @@ func TestJobJetStreamClusterNodeKill(t *testing.T) {
 	const parts, n = 3, 3000
 	c := natstest.StartCluster(t, 3)
 	js := c.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 3); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 3); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 3)
 	bucketDir := t.TempDir()
 	killed := false
 	res, err := runJob(t, c, bucketDir, parts, 1200, func() {

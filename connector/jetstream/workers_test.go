@@ -53,6 +53,7 @@ type workerJob struct {
 	slots     []string
 	timeout   time.Duration // CoordinatorConfig.Timeout (default 10s)
 	replicas  int           // of the group's bucket (default 1)
+	remote    string        // WorkerConfig.RemoteState of rescaleWorker
 }
 
 // run is a node running in the background.
@@ -187,13 +188,7 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
 
@@ -446,13 +441,7 @@ func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"},
 		timeout: time.Second}
@@ -505,13 +494,7 @@ func TestWorkersZombieCoordinatorFenced(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
 	var c1Done, c2Done atomic.Int64
@@ -574,13 +557,7 @@ func TestWorkersClusterNodeKill(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
 	const parts, n = 4, 3000
 	js := c.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 3); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 3); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 3)
 	j := &workerJob{t: t, srv: c, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}, replicas: 3}
 	var completed atomic.Int64
@@ -716,9 +693,10 @@ func (j *workerJob) rescaleWorker(slot string, partitions []int, owners []string
 			Source: func(context.Context) (job.Source, error) {
 				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: partitions, MaxRecords: 20, StopAtEnd: true})
 			},
-			Processor: ownerPerPartition{parts: j.parts},
-			Sink:      sink,
-			Owners:    owners,
+			Processor:   ownerPerPartition{parts: j.parts},
+			Sink:        sink,
+			Owners:      owners,
+			RemoteState: j.remote,
 		})
 	}()
 	return r
@@ -734,35 +712,14 @@ func TestWorkersRescale(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts, slots: []string{"w0", "w1"}, timeout: 2 * time.Second}
-	var completed atomic.Int64
-	count := func(e job.Event) {
-		if e.Kind == "checkpoint" {
-			completed.Add(1)
-		}
-	}
-	c := j.coordinator(count, nil)
-	ws := []*run{
-		j.rescaleWorker("w0", []int{0, 2}, []string{"t0", "t2"}),
-		j.rescaleWorker("w1", []int{1, 3}, []string{"t1", "t3"}),
-	}
-	waitFor(t, "two checkpoints", func() bool { return completed.Load() >= 2 })
-	for _, r := range append(ws, c) {
-		r.cancel()
-		r.wait(t, "a node of the first run")
-	}
+	j.crashAfterTwoCheckpoints()
 
 	// The same slots with partitions moved between them: w0 would read
 	// partition 1 from its beginning. Refused at the first barrier.
-	c = j.coordinator(nil, nil)
-	ws = []*run{
+	c := j.coordinator(nil, nil)
+	ws := []*run{
 		j.rescaleWorker("w0", []int{0, 1}, []string{"t0", "t1"}),
 		j.rescaleWorker("w1", []int{2, 3}, []string{"t2", "t3"}),
 	}
@@ -790,9 +747,36 @@ func TestWorkersRescale(t *testing.T) {
 	}
 
 	// Three workers.
+	j.resumeOnThree(js, n)
+}
+
+// crashAfterTwoCheckpoints runs slots w0 and w1 over two partitions each,
+// then cancels every node once two checkpoints are complete.
+func (j *workerJob) crashAfterTwoCheckpoints() {
+	var completed atomic.Int64
+	c := j.coordinator(func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			completed.Add(1)
+		}
+	}, nil)
+	ws := []*run{
+		j.rescaleWorker("w0", []int{0, 2}, []string{"t0", "t2"}),
+		j.rescaleWorker("w1", []int{1, 3}, []string{"t1", "t3"}),
+	}
+	waitFor(j.t, "two checkpoints", func() bool { return completed.Load() >= 2 })
+	for _, r := range append(ws, c) {
+		r.cancel()
+		r.wait(j.t, "a node of the first run")
+	}
+}
+
+// resumeOnThree resumes the job on slots a, b and c, runs it to the end,
+// and checks that the output holds each of the n inputs' effect once.
+func (j *workerJob) resumeOnThree(js natsjs.JetStream, n int) {
+	t := j.t
 	j.slots = []string{"a", "b", "c"}
-	c = j.coordinator(nil, nil)
-	ws = []*run{
+	c := j.coordinator(nil, nil)
+	ws := []*run{
 		j.rescaleWorker("a", []int{0}, []string{"t0"}),
 		j.rescaleWorker("b", []int{1, 2}, []string{"t1", "t2"}),
 		j.rescaleWorker("c", []int{3}, []string{"t3"}),
@@ -813,5 +797,5 @@ func TestWorkersRescale(t *testing.T) {
 	if len(out) != n {
 		t.Fatalf("output holds %d records, want %d", len(out), n)
 	}
-	checkTotals(t, out, parts, n)
+	checkTotals(t, out, j.parts, n)
 }
