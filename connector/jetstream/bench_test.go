@@ -16,13 +16,14 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
+	"github.com/tidemark-io/tidemark/integration/jsjob/totals"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/integration/natstest"
 	"github.com/tidemark-io/tidemark/job"
 	"github.com/tidemark-io/tidemark/s3store"
 )
 
-// BenchmarkJobJetStream runs the partitionTotals job from a JetStream
+// BenchmarkJobJetStream runs the totals.Job job from a JetStream
 // stream of TIDEMARK_BENCH_NATS_RECORDS records (default 200000, 4
 // partitions) to an exactly-once JetStream output, checkpointing into
 // MinIO, three times on the same input:
@@ -130,7 +131,7 @@ func benchRun(b *testing.B, nsrv *natstest.Server, msrv *miniotest.Server, out s
 		Storage:   blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
 		Dir:       disk,
 		Source:    &timedSource{Source: src, tm: tm},
-		Processor: partitionTotals{parts: parts},
+		Processor: totals.Job{Parts: parts},
 		Sink:      jsink,
 		Interval:  interval,
 		Observe: func(e job.Event) {
@@ -309,7 +310,7 @@ func benchRecovery(b *testing.B, nsrv *natstest.Server, msrv *miniotest.Server, 
 			Storage:   blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
 			Dir:       disk,
 			Source:    src,
-			Processor: partitionTotals{parts: parts},
+			Processor: totals.Job{Parts: parts},
 			Sink:      sink,
 			Interval:  time.Second,
 			Observe: func(e job.Event) {

@@ -24,21 +24,22 @@ import (
 	"github.com/tidemark-io/tidemark/checkpoint"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
 	"github.com/tidemark-io/tidemark/filestore"
+	"github.com/tidemark-io/tidemark/integration/jsjob/totals"
 	"github.com/tidemark-io/tidemark/integration/natstest"
 	"github.com/tidemark-io/tidemark/job"
 	"github.com/tidemark-io/tidemark/state"
 )
 
-// slowTotals is partitionTotals taking a while per batch, so that kills
+// slowTotals is totals.Job taking a while per batch, so that kills
 // land mid-run on any machine.
 type slowTotals struct {
-	partitionTotals
+	totals.Job
 	delay time.Duration
 }
 
 func (j slowTotals) Process(ctx context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
 	time.Sleep(j.delay)
-	return j.partitionTotals.Process(ctx, st, in)
+	return j.Job.Process(ctx, st, in)
 }
 
 // workerJob is a job spanning hosts on one NATS server and a filesystem
@@ -153,7 +154,7 @@ func (j *workerJob) worker(slot string, observe func(job.Event)) *run {
 			Source: func(context.Context) (job.Source, error) {
 				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: j.partsOf[slot], MaxRecords: 20, StopAtEnd: true})
 			},
-			Processor: slowTotals{partitionTotals{parts: j.parts, owner: "totals-" + slot}, 10 * time.Millisecond},
+			Processor: slowTotals{totals.Job{Parts: j.parts, Owner: "totals-" + slot}, 10 * time.Millisecond},
 			Sink:      sink,
 			Owners:    []string{"totals-" + slot},
 			Observe:   observe,
@@ -371,7 +372,7 @@ func TestWorkerChild(t *testing.T) {
 		Source: func(context.Context) (job.Source, error) {
 			return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: spec.Partitions, MaxRecords: 20, StopAtEnd: true})
 		},
-		Processor: slowTotals{partitionTotals{parts: spec.Parts, owner: "totals-" + spec.Slot}, 10 * time.Millisecond},
+		Processor: slowTotals{totals.Job{Parts: spec.Parts, Owner: "totals-" + spec.Slot}, 10 * time.Millisecond},
 		Sink:      sink,
 		Owners:    []string{"totals-" + spec.Slot},
 		Observe: func(e job.Event) {
@@ -654,7 +655,7 @@ func TestGroupNeedsCredentials(t *testing.T) {
 	}
 }
 
-// ownerPerPartition is partitionTotals with one state owner per input
+// ownerPerPartition is totals.Job with one state owner per input
 // partition, "t<p>", so that a rescale can move partitions with their
 // state.
 type ownerPerPartition struct{ parts int }
@@ -667,7 +668,7 @@ func (j ownerPerPartition) Process(ctx context.Context, st *state.Store, in []jo
 		if err != nil {
 			return nil, err
 		}
-		o, err := (partitionTotals{parts: j.parts, owner: fmt.Sprintf("t%d", n%j.parts)}).Process(ctx, st, []job.Record{r})
+		o, err := (totals.Job{Parts: j.parts, Owner: fmt.Sprintf("t%d", n%j.parts)}).Process(ctx, st, []job.Record{r})
 		if err != nil {
 			return nil, err
 		}
