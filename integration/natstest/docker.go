@@ -99,6 +99,21 @@ type containerBackend struct {
 	client      *testcontainers.DockerClient
 }
 
+// dockerImage returns the Docker client and the nats-server image, failing
+// the test when no Docker daemon answers or the image cannot be built.
+func dockerImage(t testing.TB) (*testcontainers.DockerClient, string) {
+	t.Helper()
+	cli, err := miniotest.DockerClient(t.Context())
+	if err != nil {
+		t.Fatalf("natstest: Docker is not available: %v", err)
+	}
+	img, err := EnsureImage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, img
+}
+
 // StartDocker starts nats-server in a container of the FROM scratch image,
 // its client port bound to a free port of 127.0.0.1 (kept across Restart),
 // and removes the container by id in t.Cleanup. It fails the test when no
@@ -106,14 +121,7 @@ type containerBackend struct {
 func StartDocker(t testing.TB, opts ...Options) *Server {
 	t.Helper()
 	ctx := t.Context()
-	cli, err := miniotest.DockerClient(ctx)
-	if err != nil {
-		t.Fatalf("natstest: Docker is not available: %v", err)
-	}
-	img, err := EnsureImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, img := dockerImage(t)
 	conf := config("0.0.0.0:4222", "/data", options(opts))
 	var lastErr error
 	for range 3 {

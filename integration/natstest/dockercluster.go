@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
 // clusterPort is the route port of the nodes of a cluster in containers.
@@ -32,14 +30,7 @@ type DockerCluster struct {
 func StartDockerCluster(t testing.TB, networkName string, n int, opts ...Options) *DockerCluster {
 	t.Helper()
 	ctx := t.Context()
-	cli, err := miniotest.DockerClient(ctx)
-	if err != nil {
-		t.Fatalf("natstest: Docker is not available: %v", err)
-	}
-	img, err := EnsureImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, img := dockerImage(t)
 	c := &DockerCluster{}
 	var routes, inside []string
 	for i := range n {
