@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -45,14 +43,7 @@ import (
 //
 //	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkJobJetStream -benchtime=1x ./connector/jetstream/
 func BenchmarkJobJetStream(b *testing.B) {
-	n := 200000
-	if s := os.Getenv("TIDEMARK_BENCH_NATS_RECORDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			b.Fatalf("TIDEMARK_BENCH_NATS_RECORDS=%q: want a positive number", s)
-		}
-		n = v
-	}
+	n := natstest.BenchRecords(b, 200000)
 	const parts = 4
 	nsrv := natstest.StartProcess(b)
 	msrv := miniotest.Start(b)
