@@ -62,11 +62,44 @@ WORKDIR /work
 ENTRYPOINT ["/usr/bin/tidemark"]
 `
 
-// jobImageCache holds the tag of the job image once jobImage has it, per
-// test binary.
-var jobImageCache struct {
+// imageCache holds the tag of one image once it is built, per test binary.
+type imageCache struct {
 	mu    sync.Mutex
 	image string
+}
+
+// jobImageCache holds the tag of the job image once jobImage has it.
+var jobImageCache imageCache
+
+// get returns the tag of an image of repo holding the binary build returns.
+// It calls create only when no image holds this exact binary.
+func (c *imageCache) get(t *testing.T, repo string, build func(context.Context) string, create func(ctx context.Context, bin, tag string) error) string {
+	t.Helper()
+	cli := requireDocker(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.image != "" {
+		return c.image
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin := build(ctx)
+	sum, err := fileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := repo + ":sha-" + sum[:16]
+	_, err = cli.ImageInspect(ctx, tag)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		if err := create(ctx, bin, tag); err != nil {
+			t.Fatal(err)
+		}
+	case err != nil:
+		t.Fatalf("inspect image %s: %v", tag, err)
+	}
+	c.image = tag
+	return tag
 }
 
 // requireDocker returns the Docker client, or skips the test, loudly, when
@@ -94,45 +127,15 @@ func requireDocker(t *testing.T) *testcontainers.DockerClient {
 // this exact binary).
 func jobImage(t *testing.T) string {
 	t.Helper()
-	cli := requireDocker(t)
-	jobImageCache.mu.Lock()
-	defer jobImageCache.mu.Unlock()
-	if jobImageCache.image != "" {
-		return jobImageCache.image
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	bin := buildTidemark(ctx, t)
-	sum, err := fileSHA256(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag := jobImageRepository + ":sha-" + sum[:16]
-	_, err = cli.ImageInspect(ctx, tag)
-	switch {
-	case cerrdefs.IsNotFound(err):
-		if err := buildJobImage(ctx, bin, tag); err != nil {
-			t.Fatal(err)
-		}
-	case err != nil:
-		t.Fatalf("inspect image %s: %v", tag, err)
-	}
-	jobImageCache.image = tag
-	return tag
+	build := func(ctx context.Context) string { return buildTidemark(ctx, t) }
+	return jobImageCache.get(t, jobImageRepository, build, buildJobImage)
 }
 
 // buildTidemark compiles cmd/tidemark as a static binary (the image has no
 // libc) and returns its path.
 func buildTidemark(ctx context.Context, t testing.TB) string {
 	t.Helper()
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if root == "." || root == "" {
-		t.Fatalf("go env GOMOD: not in a module (%q)", gomod)
-	}
+	root := moduleRoot(ctx, t)
 	bin := filepath.Join(t.TempDir(), "tidemark")
 	start := time.Now()
 	// -trimpath makes the binary depend only on the sources, so that the
@@ -145,6 +148,20 @@ func buildTidemark(ctx context.Context, t testing.TB) string {
 	}
 	t.Logf("built cmd/tidemark in %v", time.Since(start).Round(time.Millisecond))
 	return bin
+}
+
+// moduleRoot returns the directory of this checkout's go.mod.
+func moduleRoot(ctx context.Context, t testing.TB) string {
+	t.Helper()
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if root == "." || root == "" {
+		t.Fatalf("go env GOMOD: not in a module (%q)", gomod)
+	}
+	return root
 }
 
 func fileSHA256(path string) (string, error) {

@@ -49,14 +49,7 @@ import (
 //
 //	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkJetStreamWorkers -benchtime=1x ./integration/
 func BenchmarkJetStreamWorkers(b *testing.B) {
-	n := 300000
-	if s := os.Getenv("TIDEMARK_BENCH_NATS_RECORDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			b.Fatalf("TIDEMARK_BENCH_NATS_RECORDS=%q: want a positive number", s)
-		}
-		n = v
-	}
+	n := natstest.BenchRecords(b, 300000)
 	const parts = 6
 	bin := buildJSJob(b.Context(), b, b.TempDir())
 	nsrv := natstest.Start(b) // a process unless TIDEMARK_NATS says otherwise

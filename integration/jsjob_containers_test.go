@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,23 +38,13 @@ WORKDIR /work
 ENTRYPOINT ["/usr/bin/jsjob"]
 `
 
-var jsjobImageCache struct {
-	mu    sync.Mutex
-	image string
-}
+var jsjobImageCache imageCache
 
 // buildJSJob compiles integration/jsjob as a static binary into dir and
 // returns its path.
 func buildJSJob(ctx context.Context, t testing.TB, dir string) string {
 	t.Helper()
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if root == "." || root == "" {
-		t.Fatalf("go env GOMOD: not in a module (%q)", gomod)
-	}
+	root := moduleRoot(ctx, t)
 	bin := filepath.Join(dir, "jsjob")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./integration/jsjob")
 	cmd.Dir = root
@@ -71,36 +60,15 @@ func buildJSJob(ctx context.Context, t testing.TB, dir string) string {
 // exact binary.
 func jsjobImage(t *testing.T) string {
 	t.Helper()
-	cli := requireDocker(t)
-	jsjobImageCache.mu.Lock()
-	defer jsjobImageCache.mu.Unlock()
-	if jsjobImageCache.image != "" {
-		return jsjobImageCache.image
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	bin := buildJSJob(ctx, t, t.TempDir())
-	sum, err := fileSHA256(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag := jsjobImageRepository + ":sha-" + sum[:16]
-	_, err = cli.ImageInspect(ctx, tag)
-	switch {
-	case cerrdefs.IsNotFound(err):
-		err := miniotest.BuildImage(ctx, tag, miniotest.ImageSpec{
+	build := func(ctx context.Context) string { return buildJSJob(ctx, t, t.TempDir()) }
+	create := func(ctx context.Context, bin, tag string) error {
+		return miniotest.BuildImage(ctx, tag, miniotest.ImageSpec{
 			Dockerfile: jsjobDockerfile,
 			Dirs:       map[string]int64{"rootfs/": 0o755, "rootfs/tmp/": 0o1777, "rootfs/work/": 0o1777},
 			Files:      map[string]string{"jsjob": bin},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	case err != nil:
-		t.Fatalf("inspect image %s: %v", tag, err)
 	}
-	jsjobImageCache.image = tag
-	return tag
+	return jsjobImageCache.get(t, jsjobImageRepository, build, create)
 }
 
 // startJSJob starts a container running jsjob with args on nw (an empty

@@ -24,6 +24,7 @@ import (
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/integration/natstest"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 	"github.com/tidemark-io/tidemark/s3store"
 	"github.com/tidemark-io/tidemark/state"
 )
@@ -100,7 +101,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 		// GC after every checkpoint, keeping one, beside the workers, with
 		// a Grace above a barrier's Timeout.
 		storage = blobstorage.New(raw, filepath.Join(t.TempDir(), "checkpoints"), blobstorage.Options{Keep: 1, Grace: 20 * time.Second})
-		coord := goRun(t, func(ctx context.Context) (job.Result, error) {
+		coord := jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunCoordinator(ctx, job.CoordinatorConfig{
 				Group: group(ctx), Storage: storage, Slots: slots,
 				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
@@ -118,7 +119,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 		var batches atomic.Uint64
 		full0, fullBytes0, ranged0 := tables.snapshot()
 		firsts := make(map[string]*firstRecord, len(slots))
-		var workers []*bg
+		var workers []*jobtest.Node
 		for _, slot := range slots {
 			f := &firstRecord{}
 			firsts[slot] = f
@@ -126,7 +127,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 			for j, p := range ph.slots[slot] {
 				owners[j] = "sum-" + p
 			}
-			workers = append(workers, goRun(t, func(ctx context.Context) (job.Result, error) {
+			workers = append(workers, jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 				return job.RunWorker(ctx, job.WorkerConfig{
 					Group: group(ctx), Slot: slot, Blobstore: tables, Dir: t.TempDir(),
 					Source: func(context.Context) (job.Source, error) {
@@ -160,15 +161,15 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			coord.cancel()
+			coord.Cancel()
 			for _, w := range append(workers, coord) {
-				w.cancel()
-				if _, err := w.wait(t); err != nil && !errors.Is(err, context.Canceled) {
+				w.Cancel()
+				if _, err := w.Wait(t); err != nil && !errors.Is(err, context.Canceled) {
 					t.Fatalf("phase %d: %v", i+1, err)
 				}
 			}
 		} else {
-			res, err := coord.wait(t)
+			res, err := coord.Wait(t)
 			if err != nil {
 				t.Fatalf("phase %d: coordinator: %v", i+1, err)
 			}
@@ -177,7 +178,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 			}
 			last = res.Last
 			for _, w := range workers {
-				if _, err := w.wait(t); err != nil {
+				if _, err := w.Wait(t); err != nil {
 					t.Fatalf("phase %d: worker: %v", i+1, err)
 				}
 			}
@@ -246,7 +247,7 @@ func runRescaledWorkers(t *testing.T, raw blobstore.Blobstore, js natsjs.JetStre
 	}
 	byPart := map[string][]job.Record{}
 	for _, slot := range []string{"a", "b", "c"} {
-		for _, r := range blobOutput(t, sinkOf(slot)) {
+		for _, r := range jobtest.BlobOutput(t, sinkOf(slot)) {
 			p, _, _ := strings.Cut(string(r.Key), "/")
 			byPart[p] = append(byPart[p], r)
 		}
@@ -453,45 +454,4 @@ func padding(seed, size int) []byte {
 		b[i] = byte(x)
 	}
 	return b
-}
-
-// bg is a node running in the background.
-type bg struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	res    job.Result
-	err    error
-}
-
-func (b *bg) wait(t *testing.T) (job.Result, error) {
-	t.Helper()
-	select {
-	case <-b.done:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("a node did not return")
-	}
-	return b.res, b.err
-}
-
-func goRun(t *testing.T, f func(context.Context) (job.Result, error)) *bg {
-	ctx, cancel := context.WithCancel(t.Context())
-	b := &bg{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		b.res, b.err = f(ctx)
-	}()
-	return b
-}
-
-// blobOutput reads a BlobSink's committed records.
-func blobOutput(t *testing.T, s *job.BlobSink) []job.Record {
-	t.Helper()
-	var out []job.Record
-	for rec, err := range s.Output(t.Context()) {
-		if err != nil {
-			t.Fatalf("output: %v", err)
-		}
-		out = append(out, rec)
-	}
-	return out
 }

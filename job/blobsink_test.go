@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/filestore"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // stores are the Blobstores the BlobSink tests run on.
@@ -57,7 +58,7 @@ func TestBlobSinkCommitIsIdempotent(t *testing.T) {
 			if err := s.Prepare(ctx, txn); err != nil {
 				t.Fatal(err)
 			}
-			if got := blobOutput(t, s); len(got) != 0 {
+			if got := jobtest.BlobOutput(t, s); len(got) != 0 {
 				t.Fatalf("visible before commit: %v", keys(got))
 			}
 			var wg sync.WaitGroup
@@ -74,7 +75,7 @@ func TestBlobSinkCommitIsIdempotent(t *testing.T) {
 			if err := s.Commit(ctx, txn); err != nil {
 				t.Errorf("retried commit: %v", err)
 			}
-			if got := keys(blobOutput(t, s)); got != "a b c" {
+			if got := keys(jobtest.BlobOutput(t, s)); got != "a b c" {
 				t.Errorf("output %q, want a b c", got)
 			}
 		})
@@ -104,7 +105,7 @@ func TestBlobSinkCommitOfAnotherWriterFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not this transaction") {
 		t.Errorf("commit of e1 after e2's: %v, want a refusal", err)
 	}
-	if got := keys(blobOutput(t, s)); got != "e2" {
+	if got := keys(jobtest.BlobOutput(t, s)); got != "e2" {
 		t.Errorf("output %q, want e2 only", got)
 	}
 	if err := s.Commit(ctx, job.Txn{ID: "ckpt-00000000000000000008", Writer: "e2"}); err == nil {
@@ -161,7 +162,7 @@ func TestBlobSinkSweep(t *testing.T) {
 	if strings.Join(left, " ") != strings.Join(want, " ") {
 		t.Errorf("after sweep: %v, want %v", left, want)
 	}
-	if got := keys(blobOutput(t, s)); got != "1e1" {
+	if got := keys(jobtest.BlobOutput(t, s)); got != "1e1" {
 		t.Errorf("output %q, want 1e1", got)
 	}
 }
@@ -183,7 +184,7 @@ func TestBlobSinkOutputChecksDigest(t *testing.T) {
 	if err := s.Commit(ctx, txn); err != nil {
 		t.Fatal(err)
 	}
-	got := blobOutput(t, s)
+	got := jobtest.BlobOutput(t, s)
 	if len(got) != 2 || len(got[0].Key)+len(got[0].Value) != 0 || !bytes.Equal(got[1].Value, odd[1].Value) {
 		t.Fatalf("round trip: %d records", len(got))
 	}
@@ -241,7 +242,7 @@ func TestBlobSinkSweepKeepsACommitTheListingMissed(t *testing.T) {
 	if _, err := s.Sweep(ctx, "e2"); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys(blobOutput(t, job.NewBlobSink(mem, "out/"))); got != "1" {
+	if got := keys(jobtest.BlobOutput(t, job.NewBlobSink(mem, "out/"))); got != "1" {
 		t.Errorf("output after the sweep %q, want 1", got)
 	}
 }

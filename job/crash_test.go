@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // sinks makes, per test, the sink a node uses: the contract-only sink
@@ -27,7 +28,7 @@ var sinks = []struct {
 	}},
 	{"blob", func(bucket blobstore.Blobstore) (func() job.Sink, func(*testing.T) []job.Record) {
 		return func() job.Sink { return job.NewBlobSink(bucket, "out/") },
-			func(t *testing.T) []job.Record { return blobOutput(t, job.NewBlobSink(bucket, "out/")) }
+			func(t *testing.T) []job.Record { return jobtest.BlobOutput(t, job.NewBlobSink(bucket, "out/")) }
 	}},
 }
 
@@ -144,7 +145,7 @@ func TestSameDiskLeftoversNeitherLeakNorBlock(t *testing.T) {
 	if _, err := job.Run(t.Context(), cfg); err != nil {
 		t.Fatalf("node 1 again, same disk: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), n)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), n)
 }
 
 // A node killed before its first checkpoint restarts on the same disk
@@ -175,5 +176,5 @@ func TestSameDiskRestartBeforeFirstCheckpoint(t *testing.T) {
 	if _, err := job.Run(t.Context(), cfg); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), n)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), n)
 }

@@ -175,19 +175,6 @@ func (s *contractSink) Abort(_ context.Context, txn job.Txn) error {
 	return nil
 }
 
-// blobOutput reads a BlobSink's committed records.
-func blobOutput(t *testing.T, s *job.BlobSink) []job.Record {
-	t.Helper()
-	var out []job.Record
-	for rec, err := range s.Output(t.Context()) {
-		if err != nil {
-			t.Fatalf("output: %v", err)
-		}
-		out = append(out, rec)
-	}
-	return out
-}
-
 // checkExactlyOnce checks that out holds the numbers 1…n once each, in
 // order, each with the running total: nothing lost, nothing twice, in
 // the output or in the state.

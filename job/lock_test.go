@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // idleSource has no records: Next waits for ctx, as a quiet log does.
@@ -63,7 +64,7 @@ func TestSecondStartOnSameDirRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first job's stop: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), int(res.Records))
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), int(res.Records))
 	again, err := job.Start(t.Context(), cfg())
 	if err != nil {
 		t.Fatalf("Start after the first job returned: %v", err)

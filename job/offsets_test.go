@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // rawOffsets is a source whose offsets are not JSON.
@@ -32,7 +33,7 @@ func TestNonJSONOffsetsRefusedAtBarrier(t *testing.T) {
 	if cp, err := st.Load(context.Background()); err != nil || cp != nil {
 		t.Errorf("a record was persisted: %v %v", cp, err)
 	}
-	if out := blobOutput(t, sink); len(out) != 0 {
+	if out := jobtest.BlobOutput(t, sink); len(out) != 0 {
 		t.Errorf("%d records committed", len(out))
 	}
 }

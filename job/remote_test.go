@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // State in remote mode round-trips: a node dies mid-stream, the next one
@@ -69,7 +70,7 @@ func TestRemoteStateRoundTrip(t *testing.T) {
 			if res.Restored == "" {
 				t.Error("node 2 restored nothing")
 			}
-			checkExactlyOnce(t, blobOutput(t, sink), n)
+			checkExactlyOnce(t, jobtest.BlobOutput(t, sink), n)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // Ten restarts at random points — a kill (ctx cancelled after a random
@@ -69,7 +70,7 @@ func TestRandomRestartsExactlyOnce(t *testing.T) {
 				t.Fatalf("last run: %v", err)
 			}
 			if shape == "blobstorage" {
-				checkExactlyOnce(t, blobOutput(t, job.NewBlobSink(bucket, "out/")), n)
+				checkExactlyOnce(t, jobtest.BlobOutput(t, job.NewBlobSink(bucket, "out/")), n)
 				checkSwept(t, bucket)
 			} else {
 				checkExactlyOnce(t, l.output(), n)

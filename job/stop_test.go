@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // startUntil starts cfg and returns once it read at least records.
@@ -57,7 +58,7 @@ func TestStopWithSavepointThenResume(t *testing.T) {
 		t.Errorf("stop: %+v, want one final checkpoint and the savepoint", res)
 	}
 	read := int(res.Records)
-	checkRange(t, blobOutput(t, sink), 1, read) // everything read is committed
+	checkRange(t, jobtest.BlobOutput(t, sink), 1, read) // everything read is committed
 
 	// Resume on an empty node.
 	d2 := t.TempDir()
@@ -70,7 +71,7 @@ func TestStopWithSavepointThenResume(t *testing.T) {
 	if !slices.Equal(src.seeks, []int{read}) {
 		t.Errorf("resume sought %v, want [%d]: records reprocessed or skipped", src.seeks, read)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), read+100)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), read+100)
 
 	// The savepoint restores into another store, state included.
 	other := memstore.New()
@@ -92,7 +93,7 @@ func TestStopWithSavepointThenResume(t *testing.T) {
 	if !slices.Equal(src.seeks, []int{read}) {
 		t.Errorf("run from savepoint sought %v, want [%d]", src.seeks, read)
 	}
-	checkRange(t, blobOutput(t, sink2), read+1, read+50) // totals continue: the state came along
+	checkRange(t, jobtest.BlobOutput(t, sink2), read+1, read+50) // totals continue: the state came along
 
 	// A second savepoint of the same label is refused, changing nothing.
 	d4 := t.TempDir()
@@ -131,7 +132,7 @@ func TestStopPastDeadlineIsCrashSafe(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), 1000)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), 1000)
 }
 
 // stuckSource is a source whose Next, once stuck is closed, blocks until
@@ -192,7 +193,7 @@ func TestStopDeadlineBoundsStuckSource(t *testing.T) {
 	if _, err := job.Run(t.Context(), cfg); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), 1000)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), 1000)
 }
 
 // A Stop whose label cannot name a savepoint is refused and the job

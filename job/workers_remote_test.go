@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // TestWorkersStateModeChange: a workers job killed in local mode resumes
@@ -19,15 +20,15 @@ func TestWorkersStateModeChange(t *testing.T) {
 	const n = 800
 	bucket := memstore.New()
 	sink := job.NewBlobSink(bucket, "out/a/")
-	run := func(mode string, g *hub, observe func(job.Event)) (coord, worker *bg) {
-		coord = goRun(t, func(ctx context.Context) (job.Result, error) {
+	run := func(mode string, g *hub, observe func(job.Event)) (coord, worker *jobtest.Node) {
+		coord = jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunCoordinator(ctx, job.CoordinatorConfig{
 				Group: g.handle(), Storage: node(t, bucket, t.TempDir()), Slots: []string{"a"},
 				Sink:     func(string) (job.Sink, error) { return sink, nil },
 				Interval: 20 * time.Millisecond, Timeout: 5 * time.Second, Observe: observe,
 			})
 		})
-		worker = goRun(t, func(ctx context.Context) (job.Result, error) {
+		worker = jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunWorker(ctx, job.WorkerConfig{
 				Group: g.handle(), Slot: "a", Blobstore: bucket, Dir: t.TempDir(),
 				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
@@ -44,26 +45,26 @@ func TestWorkersStateModeChange(t *testing.T) {
 		}
 	})
 	waitUntil(t, func() bool { return completed.Load() >= 2 })
-	for _, b := range []*bg{c, w} {
-		b.cancel()
-		if _, err := b.wait(t); err != nil && !errors.Is(err, context.Canceled) {
+	for _, b := range []*jobtest.Node{c, w} {
+		b.Cancel()
+		if _, err := b.Wait(t); err != nil && !errors.Is(err, context.Canceled) {
 			t.Fatalf("local run: %v", err) // nil: it ended before the kill
 		}
 	}
 	c, w = run("all", newHub(), nil)
-	res, err := c.wait(t)
+	res, err := c.Wait(t)
 	if err != nil || res.Restored == "" {
 		t.Fatalf("remote run: %+v, %v", res, err)
 	}
-	if _, err := w.wait(t); err != nil {
+	if _, err := w.Wait(t); err != nil {
 		t.Fatalf("remote worker: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sink), n)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sink), n)
 
 	c, w = run("", newHub(), nil)
-	if _, err := w.wait(t); !errors.Is(err, job.ErrConfig) {
+	if _, err := w.Wait(t); !errors.Is(err, job.ErrConfig) {
 		t.Errorf("local worker on a remote checkpoint: %v, want ErrConfig", err)
 	}
-	c.cancel()
-	_, _ = c.wait(t)
+	c.Cancel()
+	_, _ = c.Wait(t)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemark-io/tidemark/blobstore/memstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/job"
+	"github.com/tidemark-io/tidemark/job/jobtest"
 )
 
 // hub is an in-memory job.Group shared by the nodes of a test; each node
@@ -136,33 +137,6 @@ func (g *handle) Report(_ context.Context, r job.Report) error {
 	return nil
 }
 
-type bg struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	res    job.Result
-	err    error
-}
-
-func (b *bg) wait(t *testing.T) (job.Result, error) {
-	t.Helper()
-	select {
-	case <-b.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("a node did not return")
-	}
-	return b.res, b.err
-}
-
-func goRun(t *testing.T, f func(context.Context) (job.Result, error)) *bg {
-	ctx, cancel := context.WithCancel(t.Context())
-	b := &bg{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		b.res, b.err = f(ctx)
-	}()
-	return b
-}
-
 // TestWorkersKilledWorkerAndCoordinatorExactlyOnce: a job of two workers
 // on a BlobSink per slot. A worker is killed mid-run and replaced on an
 // empty disk, then the coordinator is killed and a standby takes over.
@@ -184,9 +158,9 @@ func killedWorkerAndCoordinator(t *testing.T, mode string) {
 	slots := []string{"a", "b"}
 	sinkOf := func(slot string) *job.BlobSink { return job.NewBlobSink(bucket, "out/"+slot+"/") }
 	var completed atomic.Int64
-	coordinator := func() *bg {
+	coordinator := func() *jobtest.Node {
 		disk := t.TempDir()
-		return goRun(t, func(ctx context.Context) (job.Result, error) {
+		return jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunCoordinator(ctx, job.CoordinatorConfig{
 				Group: g.handle(), Storage: node(t, bucket, disk), Slots: slots,
 				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
@@ -200,8 +174,8 @@ func killedWorkerAndCoordinator(t *testing.T, mode string) {
 		})
 	}
 	var bRecords atomic.Uint64
-	worker := func(slot string, bs blobstore.Blobstore) *bg {
-		return goRun(t, func(ctx context.Context) (job.Result, error) {
+	worker := func(slot string, bs blobstore.Blobstore) *jobtest.Node {
+		return jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunWorker(ctx, job.WorkerConfig{
 				Group: g.handle(), Slot: slot, Blobstore: bs, Dir: t.TempDir(),
 				Source:      func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
@@ -222,32 +196,32 @@ func killedWorkerAndCoordinator(t *testing.T, mode string) {
 	wa := worker("a", bucket)
 	wb := worker("b", bucket)
 	waitUntil(t, func() bool { return completed.Load() >= 1 && bRecords.Load() >= 200 })
-	wb.cancel()
-	if _, err := wb.wait(t); !errors.Is(err, context.Canceled) {
+	wb.Cancel()
+	if _, err := wb.Wait(t); !errors.Is(err, context.Canceled) {
 		t.Fatalf("worker b: %v, want it killed", err)
 	}
 	before := completed.Load()
 	wb2 := worker("b", bucket)
 	waitUntil(t, func() bool { return completed.Load() >= before+2 })
-	c1.cancel()
-	if _, err := c1.wait(t); !errors.Is(err, context.Canceled) {
+	c1.Cancel()
+	if _, err := c1.Wait(t); !errors.Is(err, context.Canceled) {
 		t.Fatalf("coordinator: %v, want it killed", err)
 	}
 	c2 := coordinator()
-	res, err := c2.wait(t)
+	res, err := c2.Wait(t)
 	if err != nil {
 		t.Fatalf("standby coordinator: %v", err)
 	}
 	if res.Restored == "" {
 		t.Fatalf("the standby restored nothing: %+v", res)
 	}
-	for _, w := range []*bg{wa, wb2} {
-		if _, err := w.wait(t); err != nil {
+	for _, w := range []*jobtest.Node{wa, wb2} {
+		if _, err := w.Wait(t); err != nil {
 			t.Fatalf("worker: %v", err)
 		}
 	}
 	for _, slot := range slots {
-		checkExactlyOnce(t, blobOutput(t, sinkOf(slot)), n)
+		checkExactlyOnce(t, jobtest.BlobOutput(t, sinkOf(slot)), n)
 	}
 
 	// Other slots resume only offsets they can merge (JSON objects keyed

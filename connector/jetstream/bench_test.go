@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,13 +14,14 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
+	"github.com/tidemark-io/tidemark/integration/jsjob/totals"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/integration/natstest"
 	"github.com/tidemark-io/tidemark/job"
 	"github.com/tidemark-io/tidemark/s3store"
 )
 
-// BenchmarkJobJetStream runs the partitionTotals job from a JetStream
+// BenchmarkJobJetStream runs the totals.Job job from a JetStream
 // stream of TIDEMARK_BENCH_NATS_RECORDS records (default 200000, 4
 // partitions) to an exactly-once JetStream output, checkpointing into
 // MinIO, three times on the same input:
@@ -44,14 +43,7 @@ import (
 //
 //	TIDEMARK_MINIO=process go test -run '^$' -bench BenchmarkJobJetStream -benchtime=1x ./connector/jetstream/
 func BenchmarkJobJetStream(b *testing.B) {
-	n := 200000
-	if s := os.Getenv("TIDEMARK_BENCH_NATS_RECORDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			b.Fatalf("TIDEMARK_BENCH_NATS_RECORDS=%q: want a positive number", s)
-		}
-		n = v
-	}
+	n := natstest.BenchRecords(b, 200000)
 	const parts = 4
 	nsrv := natstest.StartProcess(b)
 	msrv := miniotest.Start(b)
@@ -130,7 +122,7 @@ func benchRun(b *testing.B, nsrv *natstest.Server, msrv *miniotest.Server, out s
 		Storage:   blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
 		Dir:       disk,
 		Source:    &timedSource{Source: src, tm: tm},
-		Processor: partitionTotals{parts: parts},
+		Processor: totals.Job{Parts: parts},
 		Sink:      jsink,
 		Interval:  interval,
 		Observe: func(e job.Event) {
@@ -309,7 +301,7 @@ func benchRecovery(b *testing.B, nsrv *natstest.Server, msrv *miniotest.Server, 
 			Storage:   blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
 			Dir:       disk,
 			Source:    src,
-			Processor: partitionTotals{parts: parts},
+			Processor: totals.Job{Parts: parts},
 			Sink:      sink,
 			Interval:  time.Second,
 			Observe: func(e job.Event) {

@@ -35,6 +35,19 @@ func newSink(t *testing.T, srv *natstest.Server, cfg tmjs.SinkConfig) *tmjs.Sink
 	return s
 }
 
+// jobStreams creates the input stream "in" holding n records over parts
+// partitions, and the output streams "out", each with replicas copies.
+func jobStreams(t *testing.T, js natsjs.JetStream, parts, n, replicas int) {
+	t.Helper()
+	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", replicas); err != nil {
+		t.Fatal(err)
+	}
+	publishInput(t, js, parts, 0, n)
+	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", replicas); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func outputStreams(t *testing.T, srv *natstest.Server, name string) {
 	t.Helper()
 	if err := tmjs.CreateOutputStreams(t.Context(), srv.JetStream(t), name, 1); err != nil {

@@ -3,7 +3,6 @@ package jetstream_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,58 +14,18 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
 	"github.com/tidemark-io/tidemark/filestore"
+	"github.com/tidemark-io/tidemark/integration/jsjob/totals"
 	"github.com/tidemark-io/tidemark/integration/natstest"
 	"github.com/tidemark-io/tidemark/job"
-	"github.com/tidemark-io/tidemark/state"
 )
-
-// partitionTotals is the job of the end-to-end tests: per input partition
-// (the record's number modulo parts) it keeps, in owner, the running total of the
-// numbers in the state and emits "<p>:<n>:<total>". Per-partition totals
-// do not depend on how Next interleaves partitions, so the whole output
-// is known in advance.
-type partitionTotals struct {
-	parts int
-	owner string // the state owner ("totals" if empty)
-}
-
-func (j partitionTotals) Process(_ context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
-	owner := j.owner
-	if owner == "" {
-		owner = "totals"
-	}
-	totals, err := st.Owner(owner)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]job.Record, len(in))
-	for i, r := range in {
-		n, err := strconv.Atoi(string(r.Value[1:])) // "v<n>"
-		if err != nil {
-			return nil, fmt.Errorf("record %q: %w", r.Value, err)
-		}
-		p := strconv.Itoa(n % j.parts)
-		v, _, err := totals.Get([]byte(p))
-		if err != nil {
-			return nil, err
-		}
-		total, _ := strconv.Atoi(string(v))
-		total += n
-		if err := totals.Set([]byte(p), []byte(strconv.Itoa(total))); err != nil {
-			return nil, err
-		}
-		out[i] = job.Record{Key: r.Key, Value: fmt.Appendf(nil, "%s:%d:%d", p, n, total)}
-	}
-	return out, nil
-}
 
 // checkTotals checks that the output holds each input number once, per
 // partition in input order, with the running total a single uninterrupted
 // run would have computed.
 func checkTotals(t testing.TB, out []job.Record, parts, n int) {
 	t.Helper()
-	next := make([]int, parts)   // next number expected per partition
-	totals := make([]int, parts) // running total per partition
+	next := make([]int, parts) // next number expected per partition
+	sums := make([]int, parts) // running total per partition
 	for p := range parts {
 		next[p] = p
 	}
@@ -81,9 +40,9 @@ func checkTotals(t testing.TB, out []job.Record, parts, n int) {
 		if p < 0 || p >= parts || num != next[p] {
 			t.Fatalf("output %q: partition %d expected number %d next (a duplicate or a gap)", r.Value, p, next[p])
 		}
-		totals[p] += num
-		if total != totals[p] {
-			t.Fatalf("output %q: running total %d, want %d (state and output disagree)", r.Value, total, totals[p])
+		sums[p] += num
+		if total != sums[p] {
+			t.Fatalf("output %q: running total %d, want %d (state and output disagree)", r.Value, total, sums[p])
 		}
 		next[p] += parts
 	}
@@ -99,7 +58,7 @@ type jsNode interface {
 	JetStream(t testing.TB) natsjs.JetStream
 }
 
-// runJob runs the partitionTotals job from JetStream stream "in" to
+// runJob runs the totals.Job job from JetStream stream "in" to
 // stream "out" on a fresh node (its own connection and an empty disk),
 // checkpointing into bucketDir. die, if set, cancels the run once it has
 // read that many records; onCheckpoint, if set, runs (on the job's
@@ -132,7 +91,7 @@ func runJob(t *testing.T, srv jsNode, bucketDir string, parts int, die uint64, o
 		Storage:      blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{}),
 		Dir:          disk,
 		Source:       src,
-		Processor:    partitionTotals{parts: parts},
+		Processor:    totals.Job{Parts: parts},
 		Sink:         sink,
 		Interval:     time.Second,
 		EveryRecords: 250,
@@ -174,13 +133,7 @@ func TestJobJetStreamExactlyOnce(t *testing.T) {
 func jobExactlyOnce(t *testing.T, srv *natstest.Server) {
 	const parts, n = 3, 3000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	bucketDir := t.TempDir()
 
 	res, err := runJob(t, srv, bucketDir, parts, 1200, nil)
@@ -224,13 +177,7 @@ func TestJobJetStreamClusterNodeKill(t *testing.T) {
 	const parts, n = 3, 3000
 	c := natstest.StartCluster(t, 3)
 	js := c.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 3); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 3); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 3)
 	bucketDir := t.TempDir()
 	killed := false
 	res, err := runJob(t, c, bucketDir, parts, 1200, func() {

@@ -24,21 +24,22 @@ import (
 	"github.com/tidemark-io/tidemark/checkpoint"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
 	"github.com/tidemark-io/tidemark/filestore"
+	"github.com/tidemark-io/tidemark/integration/jsjob/totals"
 	"github.com/tidemark-io/tidemark/integration/natstest"
 	"github.com/tidemark-io/tidemark/job"
 	"github.com/tidemark-io/tidemark/state"
 )
 
-// slowTotals is partitionTotals taking a while per batch, so that kills
+// slowTotals is totals.Job taking a while per batch, so that kills
 // land mid-run on any machine.
 type slowTotals struct {
-	partitionTotals
+	totals.Job
 	delay time.Duration
 }
 
 func (j slowTotals) Process(ctx context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
 	time.Sleep(j.delay)
-	return j.partitionTotals.Process(ctx, st, in)
+	return j.Job.Process(ctx, st, in)
 }
 
 // workerJob is a job spanning hosts on one NATS server and a filesystem
@@ -53,6 +54,7 @@ type workerJob struct {
 	slots     []string
 	timeout   time.Duration // CoordinatorConfig.Timeout (default 10s)
 	replicas  int           // of the group's bucket (default 1)
+	remote    string        // WorkerConfig.RemoteState of rescaleWorker
 }
 
 // run is a node running in the background.
@@ -152,7 +154,7 @@ func (j *workerJob) worker(slot string, observe func(job.Event)) *run {
 			Source: func(context.Context) (job.Source, error) {
 				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: j.partsOf[slot], MaxRecords: 20, StopAtEnd: true})
 			},
-			Processor: slowTotals{partitionTotals{parts: j.parts, owner: "totals-" + slot}, 10 * time.Millisecond},
+			Processor: slowTotals{totals.Job{Parts: j.parts, Owner: "totals-" + slot}, 10 * time.Millisecond},
 			Sink:      sink,
 			Owners:    []string{"totals-" + slot},
 			Observe:   observe,
@@ -187,13 +189,7 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
 
@@ -376,7 +372,7 @@ func TestWorkerChild(t *testing.T) {
 		Source: func(context.Context) (job.Source, error) {
 			return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: spec.Partitions, MaxRecords: 20, StopAtEnd: true})
 		},
-		Processor: slowTotals{partitionTotals{parts: spec.Parts, owner: "totals-" + spec.Slot}, 10 * time.Millisecond},
+		Processor: slowTotals{totals.Job{Parts: spec.Parts, Owner: "totals-" + spec.Slot}, 10 * time.Millisecond},
 		Sink:      sink,
 		Owners:    []string{"totals-" + spec.Slot},
 		Observe: func(e job.Event) {
@@ -446,13 +442,7 @@ func TestWorkersSIGKILLExactlyOnce(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"},
 		timeout: time.Second}
@@ -505,13 +495,7 @@ func TestWorkersZombieCoordinatorFenced(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}}
 	var c1Done, c2Done atomic.Int64
@@ -574,13 +558,7 @@ func TestWorkersClusterNodeKill(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
 	const parts, n = 4, 3000
 	js := c.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 3); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 3); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 3)
 	j := &workerJob{t: t, srv: c, bucketDir: t.TempDir(), parts: parts,
 		partsOf: map[string][]int{"w0": {0, 2}, "w1": {1, 3}}, slots: []string{"w0", "w1"}, replicas: 3}
 	var completed atomic.Int64
@@ -677,7 +655,7 @@ func TestGroupNeedsCredentials(t *testing.T) {
 	}
 }
 
-// ownerPerPartition is partitionTotals with one state owner per input
+// ownerPerPartition is totals.Job with one state owner per input
 // partition, "t<p>", so that a rescale can move partitions with their
 // state.
 type ownerPerPartition struct{ parts int }
@@ -690,7 +668,7 @@ func (j ownerPerPartition) Process(ctx context.Context, st *state.Store, in []jo
 		if err != nil {
 			return nil, err
 		}
-		o, err := (partitionTotals{parts: j.parts, owner: fmt.Sprintf("t%d", n%j.parts)}).Process(ctx, st, []job.Record{r})
+		o, err := (totals.Job{Parts: j.parts, Owner: fmt.Sprintf("t%d", n%j.parts)}).Process(ctx, st, []job.Record{r})
 		if err != nil {
 			return nil, err
 		}
@@ -716,9 +694,10 @@ func (j *workerJob) rescaleWorker(slot string, partitions []int, owners []string
 			Source: func(context.Context) (job.Source, error) {
 				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: partitions, MaxRecords: 20, StopAtEnd: true})
 			},
-			Processor: ownerPerPartition{parts: j.parts},
-			Sink:      sink,
-			Owners:    owners,
+			Processor:   ownerPerPartition{parts: j.parts},
+			Sink:        sink,
+			Owners:      owners,
+			RemoteState: j.remote,
 		})
 	}()
 	return r
@@ -734,35 +713,14 @@ func TestWorkersRescale(t *testing.T) {
 	srv := natstest.StartEmbedded(t)
 	const parts, n = 4, 4000
 	js := srv.JetStream(t)
-	if _, err := tmjs.CreateInputStream(t.Context(), js, "in", 1); err != nil {
-		t.Fatal(err)
-	}
-	publishInput(t, js, parts, 0, n)
-	if err := tmjs.CreateOutputStreams(t.Context(), js, "out", 1); err != nil {
-		t.Fatal(err)
-	}
+	jobStreams(t, js, parts, n, 1)
 	j := &workerJob{t: t, srv: srv, bucketDir: t.TempDir(), parts: parts, slots: []string{"w0", "w1"}, timeout: 2 * time.Second}
-	var completed atomic.Int64
-	count := func(e job.Event) {
-		if e.Kind == "checkpoint" {
-			completed.Add(1)
-		}
-	}
-	c := j.coordinator(count, nil)
-	ws := []*run{
-		j.rescaleWorker("w0", []int{0, 2}, []string{"t0", "t2"}),
-		j.rescaleWorker("w1", []int{1, 3}, []string{"t1", "t3"}),
-	}
-	waitFor(t, "two checkpoints", func() bool { return completed.Load() >= 2 })
-	for _, r := range append(ws, c) {
-		r.cancel()
-		r.wait(t, "a node of the first run")
-	}
+	j.crashAfterTwoCheckpoints()
 
 	// The same slots with partitions moved between them: w0 would read
 	// partition 1 from its beginning. Refused at the first barrier.
-	c = j.coordinator(nil, nil)
-	ws = []*run{
+	c := j.coordinator(nil, nil)
+	ws := []*run{
 		j.rescaleWorker("w0", []int{0, 1}, []string{"t0", "t1"}),
 		j.rescaleWorker("w1", []int{2, 3}, []string{"t2", "t3"}),
 	}
@@ -790,9 +748,36 @@ func TestWorkersRescale(t *testing.T) {
 	}
 
 	// Three workers.
+	j.resumeOnThree(js, n)
+}
+
+// crashAfterTwoCheckpoints runs slots w0 and w1 over two partitions each,
+// then cancels every node once two checkpoints are complete.
+func (j *workerJob) crashAfterTwoCheckpoints() {
+	var completed atomic.Int64
+	c := j.coordinator(func(e job.Event) {
+		if e.Kind == "checkpoint" {
+			completed.Add(1)
+		}
+	}, nil)
+	ws := []*run{
+		j.rescaleWorker("w0", []int{0, 2}, []string{"t0", "t2"}),
+		j.rescaleWorker("w1", []int{1, 3}, []string{"t1", "t3"}),
+	}
+	waitFor(j.t, "two checkpoints", func() bool { return completed.Load() >= 2 })
+	for _, r := range append(ws, c) {
+		r.cancel()
+		r.wait(j.t, "a node of the first run")
+	}
+}
+
+// resumeOnThree resumes the job on slots a, b and c, runs it to the end,
+// and checks that the output holds each of the n inputs' effect once.
+func (j *workerJob) resumeOnThree(js natsjs.JetStream, n int) {
+	t := j.t
 	j.slots = []string{"a", "b", "c"}
-	c = j.coordinator(nil, nil)
-	ws = []*run{
+	c := j.coordinator(nil, nil)
+	ws := []*run{
 		j.rescaleWorker("a", []int{0}, []string{"t0"}),
 		j.rescaleWorker("b", []int{1, 2}, []string{"t1", "t2"}),
 		j.rescaleWorker("c", []int{3}, []string{"t3"}),
@@ -813,5 +798,5 @@ func TestWorkersRescale(t *testing.T) {
 	if len(out) != n {
 		t.Fatalf("output holds %d records, want %d", len(out), n)
 	}
-	checkTotals(t, out, parts, n)
+	checkTotals(t, out, j.parts, n)
 }

@@ -108,8 +108,8 @@ func readOutput(ctx context.Context, js natsjs.JetStream, stream string) ([]stri
 // partition in input order, with the running total a single uninterrupted
 // run would have computed.
 func checkTotals(out []string, parts, n int) error {
-	next := make([]int, parts)   // next number expected per partition
-	totals := make([]int, parts) // running total per partition
+	next := make([]int, parts) // next number expected per partition
+	sums := make([]int, parts) // running total per partition
 	for p := range parts {
 		next[p] = p
 	}
@@ -124,9 +124,9 @@ func checkTotals(out []string, parts, n int) error {
 		if p < 0 || p >= parts || num != next[p] {
 			return fmt.Errorf("output %q: partition %d expected number %d next (a duplicate or a gap)", v, p, next[p])
 		}
-		totals[p] += num
-		if total != totals[p] {
-			return fmt.Errorf("output %q: running total %d, want %d (state and output disagree)", v, total, totals[p])
+		sums[p] += num
+		if total != sums[p] {
+			return fmt.Errorf("output %q: running total %d, want %d (state and output disagree)", v, total, sums[p])
 		}
 		next[p] += parts
 	}

@@ -42,9 +42,9 @@ import (
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	tmjs "github.com/tidemark-io/tidemark/connector/jetstream"
+	"github.com/tidemark-io/tidemark/integration/jsjob/totals"
 	"github.com/tidemark-io/tidemark/job"
 	_ "github.com/tidemark-io/tidemark/s3store" // the s3:// scheme
-	"github.com/tidemark-io/tidemark/state"
 )
 
 // inStream is the input stream; outParts the output's partition count.
@@ -242,7 +242,7 @@ func worker(ctx context.Context, js natsjs.JetStream, o options, out io.Writer) 
 		Source: func(context.Context) (job.Source, error) {
 			return tmjs.NewSource(js, tmjs.SourceConfig{Stream: inStream, Partitions: parts, MaxRecords: o.batch, StopAtEnd: true})
 		},
-		Processor: totals{parts: o.parts, owner: owner, delay: o.delay},
+		Processor: totals.Job{Parts: o.parts, Owner: owner, Delay: o.delay},
 		Sink:      sink,
 		Owners:    []string{owner},
 		Observe:   logEvent(out),
@@ -252,47 +252,4 @@ func worker(ctx context.Context, js natsjs.JetStream, o options, out io.Writer) 
 	}
 	fmt.Fprintln(out, "done")
 	return nil
-}
-
-// totals is the job: per input partition it keeps, in owner, the running
-// total of the numbers read and emits "<p>:<n>:<total>". The totals do
-// not depend on how partitions interleave, so the output is known in
-// advance. delay is added to each batch so that kills land mid-run.
-type totals struct {
-	parts int
-	owner string
-	delay time.Duration
-}
-
-func (j totals) Process(ctx context.Context, st *state.Store, in []job.Record) ([]job.Record, error) {
-	if j.delay > 0 {
-		select {
-		case <-time.After(j.delay):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	tot, err := st.Owner(j.owner)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]job.Record, len(in))
-	for i, r := range in {
-		n, err := strconv.Atoi(strings.TrimPrefix(string(r.Value), "v"))
-		if err != nil {
-			return nil, fmt.Errorf("record %q: %w", r.Value, err)
-		}
-		p := strconv.Itoa(n % j.parts)
-		v, _, err := tot.Get([]byte(p))
-		if err != nil {
-			return nil, err
-		}
-		total, _ := strconv.Atoi(string(v))
-		total += n
-		if err := tot.Set([]byte(p), []byte(strconv.Itoa(total))); err != nil {
-			return nil, err
-		}
-		out[i] = job.Record{Key: r.Key, Value: fmt.Appendf(nil, "%s:%d:%d", p, n, total)}
-	}
-	return out, nil
 }

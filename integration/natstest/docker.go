@@ -99,6 +99,21 @@ type containerBackend struct {
 	client      *testcontainers.DockerClient
 }
 
+// dockerImage returns the Docker client and the nats-server image, failing
+// the test when no Docker daemon answers or the image cannot be built.
+func dockerImage(t testing.TB) (*testcontainers.DockerClient, string) {
+	t.Helper()
+	cli, err := miniotest.DockerClient(t.Context())
+	if err != nil {
+		t.Fatalf("natstest: Docker is not available: %v", err)
+	}
+	img, err := EnsureImage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, img
+}
+
 // StartDocker starts nats-server in a container of the FROM scratch image,
 // its client port bound to a free port of 127.0.0.1 (kept across Restart),
 // and removes the container by id in t.Cleanup. It fails the test when no
@@ -106,14 +121,7 @@ type containerBackend struct {
 func StartDocker(t testing.TB, opts ...Options) *Server {
 	t.Helper()
 	ctx := t.Context()
-	cli, err := miniotest.DockerClient(ctx)
-	if err != nil {
-		t.Fatalf("natstest: Docker is not available: %v", err)
-	}
-	img, err := EnsureImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, img := dockerImage(t)
 	conf := config("0.0.0.0:4222", "/data", options(opts))
 	var lastErr error
 	for range 3 {
@@ -139,6 +147,12 @@ func StartDocker(t testing.TB, opts ...Options) *Server {
 }
 
 func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img string, port int, conf string) (*Server, error) {
+	return startContainer(ctx, cli, img, port, conf, "", "")
+}
+
+// startContainer runs img with conf, its client port on host port port.
+// With a networkName, the container joins it under the alias name.
+func startContainer(ctx context.Context, cli *testcontainers.DockerClient, img string, port int, conf, networkName, name string) (*Server, error) {
 	req := testcontainers.ContainerRequest{
 		Image:        img,
 		ExposedPorts: []string{"4222/tcp"},
@@ -157,6 +171,12 @@ func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img str
 			}
 		},
 	}
+	what := "container"
+	if networkName != "" {
+		req.Networks = []string{networkName}
+		req.NetworkAliases = map[string][]string{networkName: {name}}
+		what = "container " + name
+	}
 	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: req,
 		Started:          true,
@@ -166,7 +186,7 @@ func runContainer(ctx context.Context, cli *testcontainers.DockerClient, img str
 		if ctr != nil {
 			_ = ctr.Terminate(context.WithoutCancel(ctx))
 		}
-		return nil, fmt.Errorf("natstest: start container from %s: %w", img, err)
+		return nil, fmt.Errorf("natstest: start %s from %s: %w", what, img, err)
 	}
 	b := &containerBackend{ctr: ctr, containerID: ctr.GetContainerID(), client: cli}
 	return &Server{URL: "nats://" + hostPort(port), User: DefaultUser, Password: DefaultPassword, mode: ModeDocker, b: b}, nil

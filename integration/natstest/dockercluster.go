@@ -1,19 +1,9 @@
 package natstest
 
 import (
-	"context"
 	"fmt"
-	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
-	tclog "github.com/testcontainers/testcontainers-go/log"
-
-	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
 
 // clusterPort is the route port of the nodes of a cluster in containers.
@@ -40,14 +30,7 @@ type DockerCluster struct {
 func StartDockerCluster(t testing.TB, networkName string, n int, opts ...Options) *DockerCluster {
 	t.Helper()
 	ctx := t.Context()
-	cli, err := miniotest.DockerClient(ctx)
-	if err != nil {
-		t.Fatalf("natstest: Docker is not available: %v", err)
-	}
-	img, err := EnsureImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, img := dockerImage(t)
 	c := &DockerCluster{}
 	var routes, inside []string
 	for i := range n {
@@ -67,7 +50,7 @@ func StartDockerCluster(t testing.TB, networkName string, n int, opts ...Options
 			if err != nil {
 				t.Fatalf("natstest: choose a port: %v", err)
 			}
-			s, err = runClusterContainer(ctx, cli, img, networkName, name, port, conf)
+			s, err = startContainer(ctx, cli, img, port, conf, networkName, name)
 			if err == nil {
 				break
 			}
@@ -87,41 +70,4 @@ func StartDockerCluster(t testing.TB, networkName string, n int, opts ...Options
 		}
 	}
 	return c
-}
-
-// runClusterContainer starts one node of a DockerCluster.
-func runClusterContainer(ctx context.Context, cli *testcontainers.DockerClient, img, networkName, name string, port int, conf string) (*Server, error) {
-	req := testcontainers.ContainerRequest{
-		Image:          img,
-		ExposedPorts:   []string{"4222/tcp"},
-		Labels:         map[string]string{labelHarness: "true"},
-		Networks:       []string{networkName},
-		NetworkAliases: map[string][]string{networkName: {name}},
-		Files: []testcontainers.ContainerFile{{
-			Reader:            strings.NewReader(conf),
-			ContainerFilePath: "/etc/nats/nats.conf",
-			FileMode:          0o644,
-		}},
-		HostConfigModifier: func(hc *container.HostConfig) {
-			hc.PortBindings = network.PortMap{
-				network.MustParsePort("4222/tcp"): {{
-					HostIP:   netip.MustParseAddr("127.0.0.1"),
-					HostPort: strconv.Itoa(port),
-				}},
-			}
-		},
-	}
-	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
-		ContainerRequest: req,
-		Started:          true,
-		Logger:           tclog.NewNoopLogger(),
-	})
-	if err != nil {
-		if ctr != nil {
-			_ = ctr.Terminate(context.WithoutCancel(ctx))
-		}
-		return nil, fmt.Errorf("natstest: start container %s from %s: %w", name, img, err)
-	}
-	b := &containerBackend{ctr: ctr, containerID: ctr.GetContainerID(), client: cli}
-	return &Server{URL: "nats://" + hostPort(port), User: DefaultUser, Password: DefaultPassword, mode: ModeDocker, b: b}, nil
 }

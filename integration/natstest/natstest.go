@@ -25,7 +25,24 @@ const (
 	EnvMode  = "TIDEMARK_NATS"     // "process" (default), "docker", "embedded"
 	EnvBin   = "TIDEMARK_NATS_BIN" // a nats-server binary other than the cache's
 	EnvCache = "TIDEMARK_CACHE"    // cache root, default $HOME/.cache/tidemark
+	// EnvBenchRecords sets how many input records the JetStream benchmarks read.
+	EnvBenchRecords = "TIDEMARK_BENCH_NATS_RECORDS"
 )
+
+// BenchRecords returns the number of records EnvBenchRecords asks for, or
+// def when it is unset. It fails the benchmark on anything but a positive number.
+func BenchRecords(b testing.TB, def int) int {
+	b.Helper()
+	s := os.Getenv(EnvBenchRecords)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number", EnvBenchRecords, s)
+	}
+	return n
+}
 
 // Modes a Server runs in.
 const (
