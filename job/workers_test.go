@@ -275,8 +275,8 @@ func TestCoordinatorStopTakesAFinalCheckpoint(t *testing.T) {
 	bucket := memstore.New()
 	g := newHub()
 	sinkOf := func(slot string) *job.BlobSink { return job.NewBlobSink(bucket, "out/"+slot+"/") }
-	worker := func() *bg {
-		return goRun(t, func(ctx context.Context) (job.Result, error) {
+	worker := func() *jobtest.Node {
+		return jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunWorker(ctx, job.WorkerConfig{
 				Group: g.handle(), Slot: "a", Blobstore: bucket, Dir: t.TempDir(),
 				Source:    func(context.Context) (job.Source, error) { return &source{n: n, batch: 10}, nil },
@@ -285,13 +285,13 @@ func TestCoordinatorStopTakesAFinalCheckpoint(t *testing.T) {
 			})
 		})
 	}
-	coordinator := func(stop <-chan struct{}, observe func(job.Event)) *bg {
+	coordinator := func(stop <-chan struct{}, observe func(job.Event)) *jobtest.Node {
 		disk := t.TempDir()
 		interval := 50 * time.Millisecond
 		if stop != nil {
 			interval = time.Hour // the stop alone cuts the barrier
 		}
-		return goRun(t, func(ctx context.Context) (job.Result, error) {
+		return jobtest.Go(t, func(ctx context.Context) (job.Result, error) {
 			return job.RunCoordinator(ctx, job.CoordinatorConfig{
 				Group: g.handle(), Storage: node(t, bucket, disk), Slots: []string{"a"},
 				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
@@ -307,21 +307,21 @@ func TestCoordinatorStopTakesAFinalCheckpoint(t *testing.T) {
 		}
 	})
 	w := worker()
-	res, err := c.wait(t)
+	res, err := c.Wait(t)
 	if err != nil || res.Checkpoints != 1 {
 		t.Fatalf("stopped coordinator: %v, %+v: want one final checkpoint", err, res)
 	}
-	wres, err := w.wait(t)
+	wres, err := w.Wait(t)
 	if err != nil || wres.Records == 0 || wres.Records >= n {
 		t.Fatalf("stopped worker: %v, read %d of %d: want a stop mid-way", err, wres.Records, n)
 	}
 	c2 := coordinator(nil, nil)
 	w2 := worker()
-	if res2, err := c2.wait(t); err != nil || res2.Restored != res.Last {
+	if res2, err := c2.Wait(t); err != nil || res2.Restored != res.Last {
 		t.Fatalf("resumed coordinator: %v, restored %q, want %q", err, res2.Restored, res.Last)
 	}
-	if _, err := w2.wait(t); err != nil {
+	if _, err := w2.Wait(t); err != nil {
 		t.Fatalf("resumed worker: %v", err)
 	}
-	checkExactlyOnce(t, blobOutput(t, sinkOf("a")), n)
+	checkExactlyOnce(t, jobtest.BlobOutput(t, sinkOf("a")), n)
 }
