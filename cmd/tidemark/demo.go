@@ -220,11 +220,6 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if err := f.stopFlags.check(); err != nil {
 		return err
 	}
-	if f.remoteState != "" && f.workers > 0 {
-		// A worker saves its part from local disk; remote-mode state would
-		// leave its objects owned by no checkpoint.
-		return usagef("demo: --remote-state does not work with --workers yet")
-	}
 	// The metrics address is bound before --dir is created: a port in
 	// use must leave nothing behind. The families exist from the start,
 	// at 0; the store is observed once it is open.

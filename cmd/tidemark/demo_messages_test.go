@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// A job in remote state (here lower levels) resumed with --workers is
-// told that it cannot run with workers and how to resume it; resumed in
-// local mode it is told the mode it was written with.
+// A job in remote state (here lower levels) resumed in local mode, in
+// one process or with --workers, is told the mode it was written with;
+// resumed with --workers in its mode, that it runs in one process.
 func TestDemoRemoteStateRefusalsNameWhatToDo(t *testing.T) {
 	store := fileURL(t.TempDir())
 	if _, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, "--remote-state=lower", "--crash-after-records", "10000")...); code != exitCrashed {
@@ -17,8 +17,9 @@ func TestDemoRemoteStateRefusalsNameWhatToDo(t *testing.T) {
 		extra     []string
 		want, bad string
 	}{
-		{append([]string{"--workers", "2"}, workerArgs...), "a job in remote state cannot run with workers; resume it without --workers, with --remote-state=lower", "cannot be opened in local mode"},
-		{nil, "cannot be opened in local mode; run again with --remote-state=lower", "with workers"},
+		{append([]string{"--workers", "2"}, workerArgs...), "cannot be opened in local mode; run again with --remote-state=lower", "resume without --workers"},
+		{append([]string{"--workers", "2", "--remote-state=lower"}, workerArgs...), "this job runs in one process", "local mode"},
+		{nil, "cannot be opened in local mode; run again with --remote-state=lower", "--workers"},
 	} {
 		_, errOut, code := tm(t, "", demoArgs(t.TempDir(), store, c.extra...)...)
 		if code != exitError || !strings.Contains(errOut, c.want) || strings.Contains(errOut, c.bad) {

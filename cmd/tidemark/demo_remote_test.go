@@ -88,14 +88,22 @@ func blobGet(t *testing.T, store, key string) string {
 	return sb.String()
 }
 
-func TestDemoRemoteStateWithWorkersIsAUsageError(t *testing.T) {
-	dir, store := t.TempDir(), fileURL(t.TempDir())
-	_, errOut, code := tm(t, "", demoArgs(dir, store, append([]string{"--remote-state", "--workers", "2"}, workerArgs...)...)...)
-	if code != exitUsage || !strings.Contains(errOut, "--workers") {
-		t.Fatalf("--remote-state --workers 2: exit %d, want %d (usage)\n%s", code, exitUsage, errOut)
+// TestDemoRemoteStateWithWorkersRescales: --remote-state --workers 2
+// keeps the workers' tables in the store; the job crashes and resumes
+// with three workers on empty directories, exactly once.
+func TestDemoRemoteStateWithWorkersRescales(t *testing.T) {
+	store := fileURL(t.TempDir())
+	args := demoArgs(t.TempDir(), store, append([]string{"--remote-state", "--workers", "2", "--crash-after-records", "10000"}, workerArgs...)...)
+	if _, errOut, code := tm(t, "", args...); code != exitCrashed {
+		t.Fatalf("crashing demo with 2 workers: exit %d, want %d\n%s", code, exitCrashed, errOut)
 	}
-	if keys := blobKeys(t, store, ""); len(keys) != 0 {
-		t.Fatalf("a refused run wrote %q", keys)
+	if ls := blobKeys(t, store, "remote/"); len(ls) == 0 {
+		t.Fatalf("no object under remote/ in %s: the workers' state was not in remote mode", store)
+	}
+	args = demoArgs(t.TempDir(), store, append([]string{"--remote-state", "--workers", "3"}, workerArgs...)...)
+	out, errOut, code := tm(t, "", args...)
+	if code != 0 || !strings.Contains(out, "exactly-once: OK") {
+		t.Fatalf("resumed demo with 3 workers: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
 

@@ -48,18 +48,13 @@ func ParseRemoteState(s string) (levels state.RemoteLevels, remote bool, err err
 // the store (a migration). State in remote mode, either level setting,
 // opens in remote mode with either. Remote state resumed in local mode is
 // refused: Pebble needs the store to read its tables.
-//
-// A run with workers (r.workers) is refused any checkpoint in remote
-// mode: workers open their state from local disk, and a job in remote
-// state runs in one process only.
+// Workers follow the same rule (workersStateMode also reads their
+// checkpoints, whose mode is in the record).
 func (r *runner) sameStateMode(cp *checkpoint.CheckpointData, ops operatorState) error {
 	_, remote, _ := ParseRemoteState(r.cfg.RemoteState)
 	switch {
 	case ops.RemoteState == RemoteStateOff:
 		return nil
-	case r.workers:
-		return fmt.Errorf("%w (%s levels in the store, written with --remote-state=%s): checkpoint %s: a job in remote state cannot run with workers; resume it without --workers, with --remote-state=%s",
-			ErrStateMode, ops.RemoteState, ops.RemoteState, cp.ID, ops.RemoteState)
 	case !remote:
 		return fmt.Errorf("%w (%s levels in the store, written with --remote-state=%s): checkpoint %s cannot be opened in local mode; run again with --remote-state=%s",
 			ErrStateMode, ops.RemoteState, ops.RemoteState, cp.ID, ops.RemoteState)

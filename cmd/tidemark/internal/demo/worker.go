@@ -99,8 +99,10 @@ func ServeWorker(ctx context.Context, cfg WorkerConfig) error {
 		Sink:      job.NewBlobSink(bs, SlotOutputPrefix(cfg.Slot)),
 		Owners:    owners,
 		State:     state.Options{MemTableSize: spec.MemTableSize, CacheSize: spec.CacheSize},
-		Options:   blobstorage.Options{Concurrency: spec.Concurrency, Observer: cfg.Observer, Logger: cfg.Logger},
-		Logger:    cfg.Logger,
+		// The runtime opens the owners' tables in place ("" keeps them local).
+		RemoteState: spec.RemoteState,
+		Options:     blobstorage.Options{Concurrency: spec.Concurrency, Observer: cfg.Observer, Logger: cfg.Logger},
+		Logger:      cfg.Logger,
 		Observe: func(e job.Event) {
 			if e.Kind != "start" {
 				return

@@ -87,6 +87,27 @@ type jobSpec struct {
 	MemTableSize    uint64        `json:"memtable_size"`
 	CacheSize       int64         `json:"cache_size"`
 	KillWorkerAfter uint64        `json:"kill_worker_after,omitempty"`
+	RemoteState     string        `json:"remote_state,omitempty"`
+}
+
+// workersStateMode refuses to resume in local mode a job whose workers
+// keep their state in the store: their parts name remote tables, which
+// only remote mode opens. It reads only, before the writer role is taken.
+func workersStateMode(ctx context.Context, storage *blobstorage.Storage, remoteState string) error {
+	if _, remote, _ := ParseRemoteState(remoteState); remote {
+		return nil
+	}
+	for _, name := range []string{blobstorage.PointerLatestCompleted, blobstorage.PointerLatest} {
+		rec, err := storage.PointerRecord(ctx, name)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if rec != nil && len(rec.Remote) > 0 {
+			return fmt.Errorf("%w (its tables are in the store): checkpoint %s cannot be opened in local mode; run again with --remote-state",
+				ErrStateMode, rec.ID)
+		}
+	}
+	return nil
 }
 
 // RunWorkers runs the word-count job on job.RunCoordinator, its workers
@@ -111,8 +132,9 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (Result, error) {
 	case wc.Workers > DefaultOwners:
 		// A worker holds at least one owner: the others would idle.
 		return Result{}, fmt.Errorf("demo: run workers: %s for %s: want at most %d", plural(wc.Workers, "worker"), plural(DefaultOwners, "owner"), DefaultOwners)
-	case wc.RemoteState != RemoteStateOff:
-		return Result{}, fmt.Errorf("demo: run workers: Config.RemoteState %q: remote state is not supported with workers yet", wc.RemoteState)
+	}
+	if _, _, err := ParseRemoteState(wc.RemoteState); err != nil {
+		return Result{}, err
 	}
 	if err := checkSinkStore(ctx, wc.Config); err != nil {
 		return Result{}, fmt.Errorf("demo: %w", err)
@@ -120,10 +142,13 @@ func RunWorkers(ctx context.Context, wc WorkersConfig) (Result, error) {
 	if err := checkPointed(ctx, storage, (&runner{cfg: wc.Config, workers: true}).sameWorkersJob); err != nil {
 		return Result{}, err
 	}
+	if err := workersStateMode(ctx, storage, wc.RemoteState); err != nil {
+		return Result{}, err
+	}
 	faults := demofault.From(ctx)
 	spec := jobSpec{Store: wc.StoreURL, Records: wc.Records, Words: wc.Words, Batch: wc.Batch, Workers: wc.Workers,
 		Slow: faults.Slow, Concurrency: wc.Concurrency, MemTableSize: wc.State.MemTableSize, CacheSize: wc.State.CacheSize,
-		KillWorkerAfter: faults.KillWorkerAfter}
+		KillWorkerAfter: faults.KillWorkerAfter, RemoteState: wc.RemoteState}
 	if err := publishJob(ctx, wc.JetStream, spec); err != nil {
 		return Result{}, err
 	}
@@ -342,7 +367,12 @@ func (c *wcoord) check(ctx context.Context) (Check, error) {
 		return Check{}, err
 	}
 	defer os.RemoveAll(work)
-	st, err := state.OpenCheckpoint(ctx, c.storage.StateDir(cp.ID), filepath.Join(work, "state"), c.wc.State)
+	opts := c.wc.State
+	if levels, remote, _ := ParseRemoteState(c.wc.RemoteState); remote {
+		// The check creates nothing the workers' state could have named.
+		opts.Remote = state.RemoteOptions{Store: c.storage.Blobstore(), Prefix: blobstorage.RemotePrefix, Generation: "check", Levels: levels}
+	}
+	st, err := state.OpenCheckpoint(ctx, c.storage.StateDir(cp.ID), filepath.Join(work, "state"), opts)
 	if err != nil {
 		return Check{}, fmt.Errorf("demo: check: open state of %s: %w", cp.ID, err)
 	}

@@ -208,17 +208,33 @@ func readKey(t *testing.T, bs blobstore.Blobstore, key string) string {
 	return string(b)
 }
 
-// TestRunWorkersRefusesRemoteState: workers save their parts from local
-// disk, so a run asking for remote state is refused before it writes.
-func TestRunWorkersRefusesRemoteState(t *testing.T) {
+// Workers in remote state: a job of two workers crashes mid-way and
+// resumes with three, each opening the owners it gains from the tables
+// in the store; it ends exactly once. A resume in local mode is refused
+// before it takes the writer role.
+func TestRunWorkersInRemoteStateRescale(t *testing.T) {
 	bs := fileStore(t)
 	wc, _ := workersNode(t, bs, 2)
 	wc.RemoteState = RemoteStateAll
-	_, err := RunWorkers(t.Context(), wc)
-	if err == nil || !strings.Contains(err.Error(), "not supported with workers") {
-		t.Fatalf("run workers with remote state: %v, want a refusal", err)
+	_, err := RunWorkers(slowly(t.Context(), demofault.Faults{CrashAfter: 3000}), wc)
+	if !errors.Is(err, ErrCrashed) {
+		t.Fatalf("run with 2 workers: %v, want ErrCrashed", err)
 	}
-	if keys := blobstoretest.ListKeys(t, bs, ""); len(keys) != 0 {
-		t.Fatalf("the refused run wrote %q", keys)
+	if keys := blobstoretest.ListKeys(t, bs, "remote/"); len(keys) == 0 {
+		t.Fatal("no table in the store under remote/: the workers' state was not in remote mode")
+	}
+	writer := readKey(t, bs, "_writer")
+	local, _ := workersNode(t, bs, 3)
+	if _, err := RunWorkers(t.Context(), local); !errors.Is(err, ErrStateMode) {
+		t.Fatalf("resume in local mode: %v, want ErrStateMode", err)
+	}
+	if got := readKey(t, bs, "_writer"); got != writer {
+		t.Fatalf("the refused run took the writer role: _writer %q, was %q", got, writer)
+	}
+	wc, _ = workersNode(t, bs, 3)
+	wc.RemoteState = RemoteStateAll
+	res := mustRunWorkers(t, t.Context(), wc)
+	if res.RestoredID == "" || res.StartOffset < 3000 {
+		t.Fatalf("resumed from %q at %d: want the checkpoint of the crash", res.RestoredID, res.StartOffset)
 	}
 }
