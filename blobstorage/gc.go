@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/simbug"
@@ -394,7 +393,7 @@ func (s *Storage) readInventory(ctx context.Context) (inv inventory, retry bool,
 		} else if ok {
 			return inv, true, fmt.Errorf("the listing of %s lags the store: it misses %s, which %s names", dirCheckpoints, recordKey(p.id), p.key)
 		}
-		return inv, false, fmt.Errorf("%s names %s, which has no record: %w (gc deletes nothing from a damaged store; see tidemark verify)", p.key, p.id, archive.ErrCorrupt)
+		return inv, false, fmt.Errorf("%s names %s, which has no record: %w (gc deletes nothing from a damaged store; see tidemark verify)", p.key, p.id, ErrCorrupt)
 	}
 	for o, err := range s.bs.List(ctx, dirShared) {
 		if err != nil {

@@ -27,7 +27,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -567,7 +566,7 @@ func clone(m Model) Model {
 }
 
 // VerifyNamesMissingObject: verify fails naming a deleted remote object,
-// wrapping archive.ErrCorrupt and blobstore.ErrNotFound; a Save of state
+// wrapping blobstorage.ErrCorrupt and blobstore.ErrNotFound; a Save of state
 // that references it fails naming it too (after a restore, the objects of
 // earlier writers are checked once).
 func VerifyNamesMissingObject(t *testing.T, bs blobstore.Blobstore) {
@@ -581,7 +580,7 @@ func VerifyNamesMissingObject(t *testing.T, bs blobstore.Blobstore) {
 		t.Fatal(err)
 	}
 	err := a.Storage.Verify(ctx, id)
-	if !errors.Is(err, archive.ErrCorrupt) || !errors.Is(err, blobstore.ErrNotFound) || !strings.Contains(err.Error(), victim) {
+	if !errors.Is(err, blobstorage.ErrCorrupt) || !errors.Is(err, blobstore.ErrNotFound) || !strings.Contains(err.Error(), victim) {
 		t.Fatalf("verify with %s deleted: %v", victim, err)
 	}
 	b, _ := Resume(t, bs, blobstorage.Options{})
