@@ -2,6 +2,7 @@ package blobstoretest
 
 import (
 	"context"
+	"crypto/sha256"
 	"io"
 	"iter"
 	"sync"
@@ -20,6 +21,11 @@ type Call struct {
 	Seq int
 	// Body is what the store will read for a put. Before may replace it.
 	Body io.Reader
+}
+
+// IsWrite reports whether c is a Put, PutIfAbsent or PutIfMatch.
+func (c *Call) IsWrite() bool {
+	return c.Op == blobstore.OpPut || c.Op == blobstore.OpPutIfAbsent || c.Op == blobstore.OpPutIfMatch
 }
 
 // Hooks say what an Interceptor does around each call. Every hook is
@@ -107,7 +113,7 @@ func (i *Interceptor) begin(ctx context.Context, op blobstore.Op, key string, bo
 		}
 	}
 	if c.Body != nil {
-		c.Body = &counting{r: c.Body, n: &i.up}
+		c.Body = countUp(c.Body, &i.up)
 	}
 	return c, nil
 }
@@ -131,6 +137,24 @@ func (c *counting) Read(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// countUp counts what the store reads from r, keeping r's digest (see
+// blobstore.DigestReader) for a store that signs payloads with it.
+func countUp(r io.Reader, n *atomic.Int64) io.Reader {
+	c := &counting{r: r, n: n}
+	if d, ok := r.(blobstore.DigestReader); ok {
+		return digestCounting{c, d}
+	}
+	return c
+}
+
+// digestCounting is a counting reader over a DigestReader.
+type digestCounting struct {
+	*counting
+	d blobstore.DigestReader
+}
+
+func (c digestCounting) SHA256() [sha256.Size]byte { return c.d.SHA256() }
 
 // Put intercepts bs.Put.
 func (i *Interceptor) Put(ctx context.Context, key string, r io.Reader) error {

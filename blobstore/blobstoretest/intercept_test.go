@@ -2,6 +2,7 @@ package blobstoretest_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"strings"
@@ -75,5 +76,28 @@ func TestInterceptorHooks(t *testing.T) {
 	calls := i.Calls()
 	if len(calls) != 5 || calls[0].Key != "refused" || calls[4].Op != blobstore.OpList || calls[4].Seq != 5 {
 		t.Errorf("Calls() = %+v", calls)
+	}
+}
+
+// digestBody is a body that knows its digest.
+type digestBody struct{ io.Reader }
+
+func (digestBody) SHA256() (d [sha256.Size]byte) { return d }
+
+// A put's body keeps its digest through an Interceptor.
+func TestInterceptorKeepsTheBodyDigest(t *testing.T) {
+	var got bool
+	base := blobstoretest.Intercept(memstore.New(), blobstoretest.Hooks{
+		Before: func(_ context.Context, c *blobstoretest.Call) error {
+			_, got = c.Body.(blobstore.DigestReader)
+			return nil
+		},
+	})
+	i := blobstoretest.Intercept(base, blobstoretest.Hooks{})
+	if err := i.Put(t.Context(), "k", digestBody{strings.NewReader("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if !got {
+		t.Fatal("the body reached the store without its SHA256")
 	}
 }
