@@ -37,8 +37,9 @@ import (
 // itself without importing blobstorage, which sits above it.
 var _ blobstorage.RemoteState = state.RemoteView{}
 
-// Run runs every scenario; newStore returns a new, empty Blobstore for
-// each (it may be a prefix of a shared bucket).
+// Run runs every scenario, in parallel; newStore returns a new, empty
+// Blobstore for each (it may be a prefix of a shared bucket, but no two
+// scenarios may share keys) and must be safe to call concurrently.
 func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 	for _, tc := range []struct {
 		name string
@@ -53,9 +54,15 @@ func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 		{"WorkerPartWithoutUseRemoteRefused", WorkerPartWithoutUseRemoteRefused},
 		{"WorkersRescaleInPlace", WorkersRescaleInPlace},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each scenario has stores and directories of its own
+			tc.fn(t, newStore(t))
+		})
 	}
-	t.Run("SavepointToAnotherStore", func(t *testing.T) { SavepointToAnotherStore(t, newStore(t), newStore(t)) })
+	t.Run("SavepointToAnotherStore", func(t *testing.T) {
+		t.Parallel()
+		SavepointToAnotherStore(t, newStore(t), newStore(t))
+	})
 }
 
 // Owners are the operators of every scenario.
