@@ -517,7 +517,7 @@ func TestGCListsAgainWhenTheListingLagsAPointer(t *testing.T) {
 		t.Fatalf("GC once the listing caught up: %+v, %v", rep, err)
 	}
 	_, err = New(&lagging{Blobstore: mem, key: key, n: 10}, "", Options{Keep: 1}).GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
-	if err == nil || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lags") {
+	if !errors.Is(err, ErrListingUnsettled) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lags") {
 		t.Fatalf("GC on a listing that keeps lagging: %v, want an error saying so, not ErrCorrupt", err)
 	}
 }

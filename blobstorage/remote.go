@@ -159,6 +159,11 @@ func (s *Storage) checkedRemoteRefs(ctx context.Context, data *checkpoint.Checkp
 	return out, nil
 }
 
+// ErrRemoteNotOwned is wrapped by the refusal of a Save or SavePart of
+// state in remote mode by a Storage or Worker not told of it (UseRemote).
+// No checkpoint would own the state's objects, and GC would delete them.
+var ErrRemoteNotOwned = errors.New("state in remote mode, and no checkpoint would own its objects")
+
 // refuseRemoteCatalog fails if a file is a remote object catalog: state
 // in remote mode whose objects this save would not hand over to the
 // checkpoint (nothing would own them, and GC would delete them). what
@@ -166,7 +171,7 @@ func (s *Storage) checkedRemoteRefs(ctx context.Context, data *checkpoint.Checkp
 func refuseRemoteCatalog(files []*localFile, what string) error {
 	for _, f := range files {
 		if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
-			return fmt.Errorf("owner %q holds state in remote mode (%s): %s, or no checkpoint would own its objects", f.owner, f.rel, what)
+			return fmt.Errorf("%w: owner %q (%s): %s", ErrRemoteNotOwned, f.owner, f.rel, what)
 		}
 	}
 	return nil

@@ -608,7 +608,7 @@ func SaveWithoutUseRemoteRefused(t *testing.T, bs blobstore.Blobstore) {
 	}
 	a.Storage = plain
 	_, err := a.TryCheckpoint(t, 1)
-	if err == nil || !strings.Contains(err.Error(), "UseRemote") {
+	if !errors.Is(err, blobstorage.ErrRemoteNotOwned) || !strings.Contains(err.Error(), "UseRemote") {
 		t.Fatalf("save of remote-mode state without UseRemote: %v", err)
 	}
 	if cp, err := plain.Load(t.Context()); err != nil || cp != nil {
@@ -807,7 +807,7 @@ func WorkerPartWithoutUseRemoteRefused(t *testing.T, bs blobstore.Blobstore) {
 		t.Fatal(err)
 	}
 	_, err = w.SavePart(t.Context(), a.Epoch, &checkpoint.CheckpointData{ID: id, StateDirs: dirs, Status: checkpoint.StatusCompleted})
-	if err == nil || !strings.Contains(err.Error(), "remote mode") {
+	if !errors.Is(err, blobstorage.ErrRemoteNotOwned) {
 		t.Fatalf("SavePart of remote-mode state: %v", err)
 	}
 	for o, err := range bs.List(t.Context(), "checkpoints/") {
