@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/savepoint"
@@ -77,7 +76,7 @@ func refsOf(rec *Record) []objectRef {
 
 // VerifyDeep reads every object of checkpoint id and reports each one
 // missing or corrupt. The error is for what is no verdict: the record
-// cannot be read (archive.ErrCorrupt if it is damaged,
+// cannot be read (ErrCorrupt if it is damaged,
 // checkpoint.ErrNotFound if absent), the store fails, ctx ends.
 func (s *Storage) VerifyDeep(ctx context.Context, id string) (*DeepReport, error) {
 	rec, err := s.LoadRecord(ctx, id)
@@ -148,8 +147,8 @@ func (s *Storage) checkObject(ctx context.Context, r objectRef) (*Damage, error)
 	switch {
 	case errors.Is(err, blobstore.ErrNotFound):
 		d.Missing, d.Reason = true, "missing"
-	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, blobstore.ErrChecksum):
-		d.Reason = strings.TrimPrefix(err.Error(), archive.ErrCorrupt.Error()+": ")
+	case damaged(err), errors.Is(err, blobstore.ErrChecksum):
+		d.Reason = damageReason(err)
 	default:
 		return nil, fmt.Errorf("read %q: %w", r.file.Key, err)
 	}
@@ -169,7 +168,7 @@ func (s *Storage) readRemote(ctx context.Context, f FileRef) error {
 		return err
 	}
 	if n != f.Size {
-		return fmt.Errorf("%w: size %d, record says %d", archive.ErrCorrupt, n, f.Size)
+		return fmt.Errorf("%w: size %d, record says %d", ErrCorrupt, n, f.Size)
 	}
 	return nil
 }
@@ -247,8 +246,8 @@ func (s *Storage) Scrub(ctx context.Context) (*ScrubReport, error) {
 			continue
 		}
 		rec, err := s.readRecord(ctx, id)
-		if errors.Is(err, archive.ErrCorrupt) {
-			rep.Records = append(rep.Records, Damage{Key: o.Key, Reason: strings.TrimPrefix(err.Error(), archive.ErrCorrupt.Error()+": ")})
+		if damaged(err) {
+			rep.Records = append(rep.Records, Damage{Key: o.Key, Reason: damageReason(err)})
 			continue
 		}
 		if errors.Is(err, checkpoint.ErrNotFound) {

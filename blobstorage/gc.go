@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/simbug"
@@ -333,6 +332,11 @@ func (s *Storage) pinsSince(ctx context.Context, inv inventory, plan gcPlan) (st
 	return "", nil
 }
 
+// ErrListingUnsettled is wrapped by the refusal of a GC whose listing kept
+// disagreeing with the pointers: a pointer moved during it, or the
+// listing lags the store. Nothing was deleted; a later run may succeed.
+var ErrListingUnsettled = errors.New("the listing did not settle")
+
 // inventoryReads bounds how often listInventory starts again when a
 // pointer it read names a record another GC deleted meanwhile.
 const inventoryReads = 3
@@ -385,16 +389,16 @@ func (s *Storage) readInventory(ctx context.Context) (inv inventory, retry bool,
 			return inv, false, err
 		}
 		if now.ID != p.id {
-			return inv, true, fmt.Errorf("%s moved from %s to %s during the listing", p.key, p.id, now.ID)
+			return inv, true, fmt.Errorf("%w: %s moved from %s to %s during the listing", ErrListingUnsettled, p.key, p.id, now.ID)
 		}
 		// A listing that lags the store (some S3-compatible servers, a
 		// cache in front of one) misses a record just written.
 		if ok, err := s.bs.Exists(ctx, recordKey(p.id)); err != nil {
 			return inv, false, fmt.Errorf("check %s: %w", recordKey(p.id), err)
 		} else if ok {
-			return inv, true, fmt.Errorf("the listing of %s lags the store: it misses %s, which %s names", dirCheckpoints, recordKey(p.id), p.key)
+			return inv, true, fmt.Errorf("%w: the listing of %s lags the store: it misses %s, which %s names", ErrListingUnsettled, dirCheckpoints, recordKey(p.id), p.key)
 		}
-		return inv, false, fmt.Errorf("%s names %s, which has no record: %w (gc deletes nothing from a damaged store; see tidemark verify)", p.key, p.id, archive.ErrCorrupt)
+		return inv, false, fmt.Errorf("%s names %s, which has no record: %w (gc deletes nothing from a damaged store; see tidemark verify)", p.key, p.id, ErrCorrupt)
 	}
 	for o, err := range s.bs.List(ctx, dirShared) {
 		if err != nil {

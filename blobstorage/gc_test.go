@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -387,7 +386,7 @@ func TestGCAbortsIncompleteUploadsUnderTheWholeJobPrefix(t *testing.T) {
 }
 
 // A pointer that names a checkpoint without a record is damage: GC (dry
-// run or not) refuses with archive.ErrCorrupt and deletes nothing, as
+// run or not) refuses with ErrCorrupt and deletes nothing, as
 // ls, show and verify report it (it used to plan by the dangling id and
 // delete).
 func TestGCDeletesNothingWhileAPointerDangles(t *testing.T) {
@@ -410,7 +409,7 @@ func TestGCDeletesNothingWhileAPointerDangles(t *testing.T) {
 		}
 		for _, dry := range []bool{true, false} {
 			_, err := s.GC(ctx, GCOptions{DryRun: dry, Now: time.Now().Add(2 * time.Hour)})
-			if !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), checkpoint.NewID(99)) {
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), checkpoint.NewID(99)) {
 				t.Errorf("GC (dry run %v) with %s dangling: %v, want ErrCorrupt naming the id", dry, key, err)
 			}
 		}
@@ -518,7 +517,7 @@ func TestGCListsAgainWhenTheListingLagsAPointer(t *testing.T) {
 		t.Fatalf("GC once the listing caught up: %+v, %v", rep, err)
 	}
 	_, err = New(&lagging{Blobstore: mem, key: key, n: 10}, "", Options{Keep: 1}).GC(ctx, GCOptions{Now: time.Now().Add(2 * time.Hour)})
-	if err == nil || errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), "lags") {
+	if !errors.Is(err, ErrListingUnsettled) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "lags") {
 		t.Fatalf("GC on a listing that keeps lagging: %v, want an error saying so, not ErrCorrupt", err)
 	}
 }

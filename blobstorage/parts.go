@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -143,7 +142,7 @@ func (s *Storage) assembleLocked(ctx context.Context, data *checkpoint.Checkpoin
 
 // readPart reads and checks the part of owner that worker saved for
 // checkpoint id under epoch. An absent part wraps ErrPartMissing; a part
-// that does not describe what its key says wraps archive.ErrCorrupt.
+// that does not describe what its key says wraps ErrCorrupt.
 func (s *Storage) readPart(ctx context.Context, id string, epoch uint64, owner, worker string) (*Part, error) {
 	key := partKey(id, epoch, owner, worker)
 	b, err := s.getBytes(ctx, key)
@@ -154,24 +153,24 @@ func (s *Storage) readPart(ctx context.Context, id string, epoch uint64, owner, 
 		return nil, fmt.Errorf("owner %q: read part %s: %w", owner, key, err)
 	}
 	if err := checkPartBounds(b); err != nil {
-		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: part %s: %w", ErrCorrupt, key, err)
 	}
 	var p Part
 	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: part %s: %w", ErrCorrupt, key, err)
 	}
 	if p.ID != id || p.Epoch != epoch || p.Owner != owner || p.Worker != worker {
-		return nil, fmt.Errorf("%w: part %s names checkpoint %q epoch %d owner %q worker %q", archive.ErrCorrupt, key, p.ID, p.Epoch, p.Owner, p.Worker)
+		return nil, fmt.Errorf("%w: part %s names checkpoint %q epoch %d owner %q worker %q", ErrCorrupt, key, p.ID, p.Epoch, p.Owner, p.Worker)
 	}
 	if err := checkpoint.ValidatePath(p.Dir); err != nil {
-		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: part %s: %w", ErrCorrupt, key, err)
 	}
 	d := &checkpoint.CheckpointData{ID: id, StateDirs: map[string]string{owner: p.Dir}}
 	if err := validateFiles(d, map[string][]FileRef{owner: p.Files}); err != nil {
-		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: part %s: %w", ErrCorrupt, key, err)
 	}
 	if err := validateRemote(d, map[string][]RemoteRef{owner: p.Remote}); err != nil {
-		return nil, fmt.Errorf("%w: part %s: %w", archive.ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: part %s: %w", ErrCorrupt, key, err)
 	}
 	return &p, nil
 }

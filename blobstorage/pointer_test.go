@@ -7,13 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
 // A pointer that does not decode, names an invalid id, or names a record
-// that does not exist is damage (archive.ErrCorrupt), for every load that
+// that does not exist is damage (ErrCorrupt), for every load that
 // follows it; PointerID reads a dangling pointer's id without its record.
 func TestADamagedPointerIsCorrupt(t *testing.T) {
 	dangling := checkpoint.NewID(99)
@@ -30,17 +29,17 @@ func TestADamagedPointerIsCorrupt(t *testing.T) {
 		}
 		r := New(bs, "", Options{})
 		_, err := r.PointerRecord(ctx, PointerLatestCompleted)
-		if !errors.Is(err, archive.ErrCorrupt) || errors.Is(err, checkpoint.ErrNotFound) != wantNotFound {
+		if !errors.Is(err, ErrCorrupt) || errors.Is(err, checkpoint.ErrNotFound) != wantNotFound {
 			t.Errorf("%s: PointerRecord = %v, want ErrCorrupt (ErrNotFound %v)", body, err, wantNotFound)
 		}
-		if _, err := r.LoadLatestCompleted(ctx); !errors.Is(err, archive.ErrCorrupt) {
+		if _, err := r.LoadLatestCompleted(ctx); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: LoadLatestCompleted = %v, want ErrCorrupt", body, err)
 		}
 		id, err := r.PointerID(ctx, PointerLatestCompleted)
 		if wantNotFound && (err != nil || id != dangling) {
 			t.Errorf("%s: PointerID = %q, %v, want %s", body, id, err, dangling)
 		}
-		if !wantNotFound && !errors.Is(err, archive.ErrCorrupt) {
+		if !wantNotFound && !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: PointerID = %q, %v, want ErrCorrupt", body, id, err)
 		}
 		if rec, err := r.PointerRecord(ctx, PointerLatest); err != nil || rec == nil || rec.ID != checkpoint.NewID(1) {

@@ -138,7 +138,7 @@ func (s *Storage) checkedRemoteRefs(ctx context.Context, data *checkpoint.Checkp
 					return fmt.Errorf("owner %q: remote object %q: %w", owner, r.Key, err)
 				}
 				if info.Size != r.Size {
-					return fmt.Errorf("owner %q: remote object %q: %w: size %d in the store, %d in the state", owner, r.Key, archive.ErrCorrupt, info.Size, r.Size)
+					return fmt.Errorf("owner %q: remote object %q: %w: size %d in the store, %d in the state", owner, r.Key, ErrCorrupt, info.Size, r.Size)
 				}
 				mu.Lock()
 				verified = append(verified, r.Key)
@@ -159,6 +159,11 @@ func (s *Storage) checkedRemoteRefs(ctx context.Context, data *checkpoint.Checkp
 	return out, nil
 }
 
+// ErrRemoteNotOwned is wrapped by the refusal of a Save or SavePart of
+// state in remote mode by a Storage or Worker not told of it (UseRemote).
+// No checkpoint would own the state's objects, and GC would delete them.
+var ErrRemoteNotOwned = errors.New("state in remote mode, and no checkpoint would own its objects")
+
 // refuseRemoteCatalog fails if a file is a remote object catalog: state
 // in remote mode whose objects this save would not hand over to the
 // checkpoint (nothing would own them, and GC would delete them). what
@@ -166,7 +171,7 @@ func (s *Storage) checkedRemoteRefs(ctx context.Context, data *checkpoint.Checkp
 func refuseRemoteCatalog(files []*localFile, what string) error {
 	for _, f := range files {
 		if strings.HasPrefix(path.Base(f.rel), remoteCatalogPrefix) {
-			return fmt.Errorf("owner %q holds state in remote mode (%s): %s, or no checkpoint would own its objects", f.owner, f.rel, what)
+			return fmt.Errorf("%w: owner %q (%s): %s", ErrRemoteNotOwned, f.owner, f.rel, what)
 		}
 	}
 	return nil
@@ -264,13 +269,13 @@ func (s *Storage) verifyRemote(ctx context.Context, rec *Record) error {
 			g.Go(func() error {
 				info, err := s.bs.Stat(gctx, r.Key)
 				if errors.Is(err, blobstore.ErrNotFound) {
-					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w: deleted from the store: %w", rec.ID, owner, r.Key, archive.ErrCorrupt, err)
+					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w: deleted from the store: %w", rec.ID, owner, r.Key, ErrCorrupt, err)
 				}
 				if err != nil {
 					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w", rec.ID, owner, r.Key, err)
 				}
 				if info.Size != r.Size {
-					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w: size %d, record says %d", rec.ID, owner, r.Key, archive.ErrCorrupt, info.Size, r.Size)
+					return fmt.Errorf("blobstorage: verify %q: owner %q remote object %q: %w: size %d, record says %d", rec.ID, owner, r.Key, ErrCorrupt, info.Size, r.Size)
 				}
 				return nil
 			})
@@ -329,7 +334,7 @@ func (s *Storage) remoteArchiveFiles(ctx context.Context, rec *Record, known fun
 				return fmt.Errorf("blobstorage: archive %q: remote object %q: %w", rec.ID, f.Path, err)
 			}
 			if n != f.Size {
-				return fmt.Errorf("blobstorage: archive %q: remote object %q: %w: size %d, record says %d", rec.ID, f.Path, archive.ErrCorrupt, n, f.Size)
+				return fmt.Errorf("blobstorage: archive %q: remote object %q: %w: size %d, record says %d", rec.ID, f.Path, ErrCorrupt, n, f.Size)
 			}
 			f.SHA256 = hex.EncodeToString(h.Sum(nil))
 			return nil

@@ -18,7 +18,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
@@ -174,7 +173,7 @@ func ReadReplicationStatus(ctx context.Context, bs blobstore.Blobstore) (*Replic
 	}
 	var st ReplicationStatus
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("blobstorage: read %s: %w: %w", keyReplication, archive.ErrCorrupt, err)
+		return nil, fmt.Errorf("blobstorage: read %s: %w: %w", keyReplication, ErrCorrupt, err)
 	}
 	return &st, nil
 }
@@ -371,7 +370,7 @@ func isReplicator(writer string) bool {
 // Start, then a pass (Once) every Interval. A pass that fails for the
 // stores' sake (unreachable, throttled) is logged (ReplicateOptions.Logger,
 // at warning level) and retried at the next poll; one
-// that finds damage (archive.ErrCorrupt), another job or a fence ends
+// that finds damage (ErrCorrupt), another job or a fence ends
 // Run with its error. It returns nil when ctx ends.
 func (r *Replicator) Run(ctx context.Context) error {
 	if err := r.Start(ctx); err != nil {
@@ -434,7 +433,7 @@ func (r *Replicator) watch(ctx context.Context) {
 // fatal reports whether a pass's error ends Run: the replica was taken
 // over, a checkpoint is damaged, or the source is another job's.
 func fatal(err error) bool {
-	return errors.Is(err, checkpoint.ErrFenced) || errors.Is(err, archive.ErrCorrupt) ||
+	return errors.Is(err, checkpoint.ErrFenced) || damaged(err) ||
 		errors.Is(err, checkpoint.ErrOtherJob) || errors.Is(err, ErrNotReplica) ||
 		errors.Is(err, ErrForeignStore) || errors.Is(err, blobstore.ErrConditionsIgnored)
 }
@@ -586,10 +585,10 @@ func (r *Replicator) candidates(ctx context.Context, last, upto string, first bo
 		}
 		rec, err := decodeRecord(raw)
 		if err != nil {
-			return nil, fmt.Errorf("blobstorage: replicate: the source's record of %s: %w: %w", id, archive.ErrCorrupt, err)
+			return nil, fmt.Errorf("blobstorage: replicate: the source's record of %s: %w: %w", id, ErrCorrupt, err)
 		}
 		if rec.ID != id {
-			return nil, fmt.Errorf("blobstorage: replicate: the source's record of %s: %w: it names id %q", id, archive.ErrCorrupt, rec.ID)
+			return nil, fmt.Errorf("blobstorage: replicate: the source's record of %s: %w: it names id %q", id, ErrCorrupt, rec.ID)
 		}
 		if !rec.Completed() {
 			continue
@@ -648,7 +647,7 @@ func (r *Replicator) copyCheckpoint(ctx context.Context, c sourceCheckpoint) (st
 		if ok, xerr := r.src.bs.Exists(ctx, recordKey(rec.ID)); xerr == nil && !ok {
 			return st, fmt.Errorf("%w: the source dropped it (its retention) while it was copied; a newer one is copied next", errSourceDropped)
 		}
-		return st, fmt.Errorf("%w: %w", archive.ErrCorrupt, err)
+		return st, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	} else if err != nil {
 		return st, err
 	}
@@ -722,7 +721,7 @@ func (r *Replicator) copyObject(ctx context.Context, f FileRef) error {
 }
 
 // copyReader passes an object through, hashing it, and replaces io.EOF
-// with an error wrapping archive.ErrCorrupt when the content does not
+// with an error wrapping ErrCorrupt when the content does not
 // match the record. It is a blobstore.DigestReader.
 type copyReader struct {
 	r io.Reader
@@ -739,11 +738,11 @@ func (c *copyReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	if err == io.EOF {
 		if c.n != c.f.Size {
-			return n, fmt.Errorf("%w: size %d, the record says %d", archive.ErrCorrupt, c.n, c.f.Size)
+			return n, fmt.Errorf("%w: size %d, the record says %d", ErrCorrupt, c.n, c.f.Size)
 		}
 		if c.f.SHA256 != "" {
 			if sum := hex.EncodeToString(c.h.Sum(nil)); sum != c.f.SHA256 {
-				return n, fmt.Errorf("%w: sha256 %s, the record says %s", archive.ErrCorrupt, sum, c.f.SHA256)
+				return n, fmt.Errorf("%w: sha256 %s, the record says %s", ErrCorrupt, sum, c.f.SHA256)
 			}
 		}
 	}
@@ -799,7 +798,7 @@ func (r *Replicator) replicaRecord(c sourceCheckpoint) ([]byte, error) {
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(c.raw, &m); err != nil {
-		return nil, fmt.Errorf("%w: record %s: %w", archive.ErrCorrupt, c.rec.ID, err)
+		return nil, fmt.Errorf("%w: record %s: %w", ErrCorrupt, c.rec.ID, err)
 	}
 	if want == "" {
 		delete(m, "encryption_key_id")

@@ -532,7 +532,7 @@ func TestReplicateRefusesAReplicaOfAnotherJob(t *testing.T) {
 }
 
 // A damaged object in the source is not copied: the pass fails with
-// archive.ErrCorrupt, nothing of it is visible in the replica, and the
+// ErrCorrupt, nothing of it is visible in the replica, and the
 // replica's latest completed checkpoint stays the one before.
 func TestReplicateRefusesADamagedObject(t *testing.T) {
 	ctx := t.Context()
@@ -556,8 +556,8 @@ func TestReplicateRefusesADamagedObject(t *testing.T) {
 	if err := src.Put(ctx, victim.Key, bytes.NewReader(b)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Once(ctx); !errors.Is(err, archive.ErrCorrupt) {
-		t.Fatalf("a pass over a damaged object = %v, want archive.ErrCorrupt", err)
+	if _, err := r.Once(ctx); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a pass over a damaged object = %v, want ErrCorrupt", err)
 	}
 	if ok, _ := dst.Exists(ctx, victim.Key); ok {
 		t.Error("the damaged object is in the replica")

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/localfs"
@@ -41,7 +40,7 @@ import (
 // from deleting the checkpoint. A file deleted anyway (a GC older than
 // the pin, or a pin older than PinTTL) fails the restore with an error
 // that says so; content that does not match the record wraps
-// archive.ErrCorrupt and names the key. Restore needs no writer role.
+// ErrCorrupt and names the key. Restore needs no writer role.
 //
 // The immutable files restored are remembered, so that a Save of a later
 // checkpoint that hard-links them references them instead of uploading.
@@ -244,14 +243,14 @@ func (s *Storage) downloadFile(ctx context.Context, dst string, f FileRef, syncF
 }
 
 // readVerified copies the object f.Key to w, checking its size and digest
-// in the same pass: a mismatch wraps archive.ErrCorrupt, a missing object
+// in the same pass: a mismatch wraps ErrCorrupt, a missing object
 // says it was deleted.
 func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) error {
 	rc, err := s.files.Get(blobstore.WithContentVerified(ctx), f.Key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		// A record names only objects that were durable before it was
 		// written: a missing one is damage, as a corrupt one is.
-		return fmt.Errorf("%w: deleted from the store (by GC, or never uploaded): %w", archive.ErrCorrupt, err)
+		return fmt.Errorf("%w: deleted from the store (by GC, or never uploaded): %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		return err
@@ -272,17 +271,17 @@ func (s *Storage) readVerified(ctx context.Context, f FileRef, w io.Writer) erro
 		return err
 	}
 	if n != f.Size {
-		return fmt.Errorf("%w: size %d, record says %d", archive.ErrCorrupt, n, f.Size)
+		return fmt.Errorf("%w: size %d, record says %d", ErrCorrupt, n, f.Size)
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.SHA256 {
-		return fmt.Errorf("%w: sha256 %s, record says %s", archive.ErrCorrupt, sum, f.SHA256)
+		return fmt.Errorf("%w: sha256 %s, record says %s", ErrCorrupt, sum, f.SHA256)
 	}
 	return nil
 }
 
 // Verify downloads every file of checkpoint id and checks its size and
 // digest against the record, writing nothing. The first mismatch is an
-// error wrapping archive.ErrCorrupt that names the key; a missing object
+// error wrapping ErrCorrupt that names the key; a missing object
 // wraps blobstore.ErrNotFound. The remote objects of state in remote mode
 // (Record.Remote) are checked by a Stat each: present, with the recorded
 // size (their content is checked by Pebble's block checksums when read).

@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/encrypted"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -371,7 +370,7 @@ func (s *Storage) getJSON(ctx context.Context, key string, v any, withETag bool)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		// Tidemark wrote it as JSON: one that does not decode is damaged.
-		return "", fmt.Errorf("%w: decode %q: %w", archive.ErrCorrupt, key, err)
+		return "", fmt.Errorf("%w: decode %q: %w", ErrCorrupt, key, err)
 	}
 	return etag, nil
 }
@@ -458,7 +457,7 @@ func (s *Storage) readPointer(ctx context.Context, name string, withETag bool) (
 	if p.ID != "" {
 		if err := checkpoint.ValidateID(p.ID); err != nil {
 			// Only valid ids are ever written: this pointer is damaged.
-			return pointer{}, "", false, fmt.Errorf("read pointer %s: %w: %w", name, archive.ErrCorrupt, err)
+			return pointer{}, "", false, fmt.Errorf("read pointer %s: %w: %w", name, ErrCorrupt, err)
 		}
 	}
 	return p, etag, true, nil
@@ -488,10 +487,10 @@ func (s *Storage) readRecordWith(ctx context.Context, id string, withETag bool) 
 	rec, err := decodeRecord(b)
 	if err != nil {
 		// A record a writer wrote is decodable: this one is damaged.
-		return nil, "", fmt.Errorf("%w: %w", archive.ErrCorrupt, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if rec.ID != id {
-		return nil, "", fmt.Errorf("%w: the record names id %q", archive.ErrCorrupt, rec.ID)
+		return nil, "", fmt.Errorf("%w: the record names id %q", ErrCorrupt, rec.ID)
 	}
 	return rec, etag, nil
 }
@@ -593,7 +592,7 @@ func pointerKey(name string) (string, error) {
 // PointerID returns the id of the checkpoint the pointer name
 // (PointerLatest or PointerLatestCompleted) names, "" when there is none,
 // without reading its record. A pointer that does not decode or names an
-// invalid id wraps archive.ErrCorrupt.
+// invalid id wraps ErrCorrupt.
 func (s *Storage) PointerID(ctx context.Context, name string) (string, error) {
 	key, err := pointerKey(name)
 	if err != nil {
@@ -610,7 +609,7 @@ func (s *Storage) PointerID(ctx context.Context, name string) (string, error) {
 // (PointerLatest or PointerLatestCompleted) names, nil with no error when
 // there is none. A pointer that does not decode, names an invalid id, or
 // names a checkpoint whose record does not exist (dangling) wraps
-// archive.ErrCorrupt; a dangling one wraps checkpoint.ErrNotFound too.
+// ErrCorrupt; a dangling one wraps checkpoint.ErrNotFound too.
 func (s *Storage) PointerRecord(ctx context.Context, name string) (*Record, error) {
 	key, err := pointerKey(name)
 	if err != nil {
@@ -665,7 +664,7 @@ func (s *Storage) followPointer(ctx context.Context, key string) (*Record, error
 		// "none" - unless the pointer moved on meanwhile (a live writer
 		// saved, and its GC dropped the record read), then follow it.
 		if p.ID == prev || i+1 == pointerReads {
-			return nil, fmt.Errorf("blobstorage: load %s (%s): %w: the pointer names a checkpoint whose record does not exist: %w", p.ID, key, archive.ErrCorrupt, err)
+			return nil, fmt.Errorf("blobstorage: load %s (%s): %w: the pointer names a checkpoint whose record does not exist: %w", p.ID, key, ErrCorrupt, err)
 		}
 		prev = p.ID
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -312,7 +311,7 @@ func TestBlobStorageRestoreOfCorruptObjectFailsNamingItAndLeavesNothing(t *testi
 			}
 			fresh := New(bs, t.TempDir(), Options{})
 			err := fresh.Restore(ctx, checkpoint.NewID(1))
-			if !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), victim) {
 				t.Fatalf("Restore = %v, want ErrCorrupt naming %q", err, victim)
 			}
 			if _, err := os.Stat(fresh.StateDir(checkpoint.NewID(1))); !os.IsNotExist(err) {
@@ -321,7 +320,7 @@ func TestBlobStorageRestoreOfCorruptObjectFailsNamingItAndLeavesNothing(t *testi
 			if entries, _ := os.ReadDir(fresh.LocalDir()); len(entries) != 0 {
 				t.Errorf("restore left %v in the local dir", entries)
 			}
-			if err := fresh.Verify(ctx, checkpoint.NewID(1)); !errors.Is(err, archive.ErrCorrupt) {
+			if err := fresh.Verify(ctx, checkpoint.NewID(1)); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("Verify = %v, want ErrCorrupt", err)
 			}
 		})

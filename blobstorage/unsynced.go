@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/internal/localfs"
 )
@@ -106,7 +105,7 @@ func checkFileDigest(fsys localfs.FS, p string, f FileRef) error {
 		return err
 	}
 	if n != f.Size || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
-		return fmt.Errorf("%w: size %d or sha256 differs from the record", archive.ErrCorrupt, n)
+		return fmt.Errorf("%w: size %d or sha256 differs from the record", ErrCorrupt, n)
 	}
 	return nil
 }

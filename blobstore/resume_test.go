@@ -16,51 +16,34 @@ import (
 
 var errReset = errors.New("connection reset by peer")
 
-// flakyStore hands out readers that fail after every cut bytes, the way a
-// connection reset mid-body does, for the first fails opens.
-type flakyStore struct {
-	blobstore.Blobstore
-	cut   int
-	fails atomic.Int32
-	opens atomic.Int32
+// flaky returns a store whose first fails bodies break after cut bytes,
+// the way a connection reset mid-body does.
+func flaky(cut int, fails int32) *blobstoretest.Interceptor {
+	var left atomic.Int32
+	left.Store(fails)
+	return blobstoretest.Intercept(memstore.New(), blobstoretest.Hooks{
+		Read: func(_ *blobstoretest.Call, r io.Reader) io.Reader {
+			if left.Add(-1) < 0 {
+				return r
+			}
+			return io.MultiReader(io.LimitReader(r, int64(cut)), errorReader{})
+		},
+	})
 }
 
-func (f *flakyStore) wrap(rc io.ReadCloser) io.ReadCloser {
-	f.opens.Add(1)
-	if f.fails.Add(-1) < 0 {
-		return rc
-	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(io.LimitReader(rc, int64(f.cut)), errorReader{}), rc}
+// opens counts the bodies fs handed out.
+func opens(fs *blobstoretest.Interceptor) int {
+	return fs.Count(blobstore.OpGet, blobstore.OpGetRange)
 }
 
 type errorReader struct{}
 
 func (errorReader) Read([]byte) (int, error) { return 0, errReset }
 
-func (f *flakyStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	rc, err := f.Blobstore.Get(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return f.wrap(rc), nil
-}
-
-func (f *flakyStore) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	rc, err := f.Blobstore.GetRange(ctx, key, off, n)
-	if err != nil {
-		return nil, err
-	}
-	return f.wrap(rc), nil
-}
-
 func TestResumingReaderResumesWhereTheConnectionBroke(t *testing.T) {
 	ctx := t.Context()
 	data := blobstoretest.Payload(1, 1<<20)
-	fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
-	fs.fails.Store(3)
+	fs := flaky(100<<10, 3)
 	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +59,7 @@ func TestResumingReaderResumesWhereTheConnectionBroke(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatalf("read %d bytes that differ from the %d stored", len(got), len(data))
 	}
-	if n := fs.opens.Load(); n != 4 {
+	if n := opens(fs); n != 4 {
 		t.Fatalf("opened the object %d times, want 4 (1 + 3 resumptions)", n)
 	}
 }
@@ -85,8 +68,7 @@ func TestResumingReaderGivesUpAfterItsRetries(t *testing.T) {
 	ctx := t.Context()
 	// Every reader fails before its first byte: no progress, so the
 	// failures count up to the limit.
-	fs := &flakyStore{Blobstore: memstore.New(), cut: 0}
-	fs.fails.Store(100)
+	fs := flaky(0, 100)
 	if err := fs.Put(ctx, "k", bytes.NewReader(make([]byte, 1000))); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +80,7 @@ func TestResumingReaderGivesUpAfterItsRetries(t *testing.T) {
 	if _, err := io.ReadAll(rc); !errors.Is(err, errReset) {
 		t.Fatalf("read = %v, want the reset after giving up", err)
 	}
-	if n := fs.opens.Load(); n != 3 {
+	if n := opens(fs); n != 3 {
 		t.Fatalf("opened %d times, want 3 (1 + 2 resumptions)", n)
 	}
 }
@@ -111,8 +93,7 @@ func TestResumingReaderDoesNotRetryAMissingKey(t *testing.T) {
 
 func TestResumingReaderStopsWhenContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	fs := &flakyStore{Blobstore: memstore.New(), cut: 10}
-	fs.fails.Store(100)
+	fs := flaky(10, 100)
 	if err := fs.Put(ctx, "k", bytes.NewReader(make([]byte, 1000))); err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +121,10 @@ func (b copyBody) WriteTo(w io.Writer) (int64, error) {
 }
 
 // wtStore hands out bodies with WriteTo.
-type wtStore struct{ *flakyStore }
+type wtStore struct{ blobstore.Blobstore }
 
 func (s wtStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	rc, err := s.flakyStore.Get(ctx, key)
+	rc, err := s.Blobstore.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +132,7 @@ func (s wtStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (s wtStore) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	rc, err := s.flakyStore.GetRange(ctx, key, off, n)
+	rc, err := s.Blobstore.GetRange(ctx, key, off, n)
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +146,7 @@ func TestResumingReaderWriteToResumes(t *testing.T) {
 	ctx := t.Context()
 	data := blobstoretest.Payload(2, 1<<20)
 	for _, withWT := range []bool{true, false} {
-		fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
-		fs.fails.Store(3)
+		fs := flaky(100<<10, 3)
 		if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -187,13 +167,13 @@ func TestResumingReaderWriteToResumes(t *testing.T) {
 		if err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
 			t.Fatalf("WriteTo (body with WriteTo: %v) through 3 resets: %d bytes, %v, equal %v", withWT, n, err, bytes.Equal(got.Bytes(), data))
 		}
-		if n := fs.opens.Load(); n != 4 {
+		if n := opens(fs); n != 4 {
 			t.Fatalf("opened the object %d times, want 4 (1 + 3 resumptions)", n)
 		}
 	}
 
 	// A failing writer: its error, at once, no resumption.
-	fs := &flakyStore{Blobstore: memstore.New(), cut: 100 << 10}
+	fs := flaky(100<<10, 0)
 	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +194,7 @@ func TestResumingReaderWriteToResumes(t *testing.T) {
 	if _, err := io.Copy(w, rc); !errors.Is(err, full) {
 		t.Fatalf("io.Copy into a failing writer = %v, want its error", err)
 	}
-	if n := fs.opens.Load(); n != 1 {
+	if n := opens(fs); n != 1 {
 		t.Fatalf("opened %d times after a write error, want 1", n)
 	}
 	// A short write is an error of the writer too.
@@ -226,7 +206,7 @@ func TestResumingReaderWriteToResumes(t *testing.T) {
 	if _, err := rc2.(io.WriterTo).WriteTo(writerFunc(func(p []byte) (int, error) { return len(p) / 2, nil })); err != io.ErrShortWrite {
 		t.Fatalf("short write: %v, want io.ErrShortWrite", err)
 	}
-	if n := fs.opens.Load(); n != 2 {
+	if n := opens(fs); n != 2 {
 		t.Fatalf("opened %d times in all, want 2", n)
 	}
 }
@@ -256,8 +236,7 @@ func (o *countObserver) Done(_ blobstore.Op, _ string, n int64, _ time.Duration,
 func TestObservedBodyWriteToCounts(t *testing.T) {
 	ctx := t.Context()
 	data := blobstoretest.Payload(3, 1<<20)
-	fs := &flakyStore{Blobstore: memstore.New(), cut: 300 << 10}
-	fs.fails.Store(1)
+	fs := flaky(300<<10, 1)
 	if err := fs.Put(ctx, "k", bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/checkpoint/storagetest"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
@@ -33,73 +34,21 @@ import (
 // empty disk, a Save that crashes at every write, a server that dies in
 // the middle of a multipart upload, and retention.
 
-// errInjectedWrite is what faultyStore returns for the write it fails.
+// errInjectedWrite is what failingWrites returns for the write it fails.
 var errInjectedWrite = errors.New("integration: injected write failure")
 
-// faultyStore decorates a Blobstore: it counts the writes (Put,
-// PutIfAbsent, PutIfMatch), fails the failAt-th one, and runs before (if
-// set) ahead of every write, outside its lock, so that a test can act at
-// a precise point of a protocol.
-type faultyStore struct {
-	blobstore.Blobstore
-	mu     sync.Mutex
-	writes int                  // writes so far
-	failAt int                  // 1-based write to fail; 0: none
-	before func(op, key string) // called ahead of each write
-	keys   []string             // keys written (or attempted), in order
-}
-
-var _ blobstore.Blobstore = (*faultyStore)(nil)
-
-func (f *faultyStore) write(op, key string) error {
-	f.mu.Lock()
-	f.writes++
-	f.keys = append(f.keys, op+" "+key)
-	fail := f.failAt != 0 && f.writes == f.failAt
-	hook := f.before
-	f.mu.Unlock()
-	if hook != nil {
-		hook(op, key)
-	}
-	if fail {
-		return fmt.Errorf("%s %q: %w", op, key, errInjectedWrite)
-	}
-	return nil
-}
-
-// count returns the writes so far.
-func (f *faultyStore) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.writes
-}
-
-// failWrite makes the k-th write from now fail (k ≥ 1).
-func (f *faultyStore) failWrite(k int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failAt = f.writes + k
-}
-
-func (f *faultyStore) Put(ctx context.Context, key string, r io.Reader) error {
-	if err := f.write("put", key); err != nil {
-		return err
-	}
-	return f.Blobstore.Put(ctx, key, r)
-}
-
-func (f *faultyStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
-	if err := f.write("put-if-absent", key); err != nil {
-		return "", err
-	}
-	return f.Blobstore.PutIfAbsent(ctx, key, r)
-}
-
-func (f *faultyStore) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (string, error) {
-	if err := f.write("put-if-match", key); err != nil {
-		return "", err
-	}
-	return f.Blobstore.PutIfMatch(ctx, key, etag, r)
+// failingWrites decorates bs: it counts the writes (Put, PutIfAbsent,
+// PutIfMatch) in writes, and fails the one whose count is failAt.
+func failingWrites(t *testing.T, bs blobstore.Blobstore, writes, failAt *atomic.Int64) *blobstoretest.Interceptor {
+	return blobstoretest.Intercept(bs, blobstoretest.Hooks{
+		Before: func(_ context.Context, c *blobstoretest.Call) error {
+			if c.IsWrite() && writes.Add(1) == failAt.Load() {
+				t.Logf("failing the write %s %s", c.Op, c.Key)
+				return fmt.Errorf("%s %q: %w", c.Op, c.Key, errInjectedWrite)
+			}
+			return nil
+		},
+	})
 }
 
 // acquiredWriter returns a BlobStorage on bs with a fresh local directory,
@@ -418,7 +367,8 @@ func TestBlobStorageSaveCrashingAtAnyWriteKeepsPreviousCheckpointOnMinIO(t *test
 	// (k = 0: none), and returns how many writes the second Save made.
 	run := func(t *testing.T, k int) int {
 		ctx := t.Context()
-		fs := &faultyStore{Blobstore: openBucket(t, srv, srv.NewBucket(t))}
+		var writes, failAt atomic.Int64
+		fs := failingWrites(t, openBucket(t, srv, srv.NewBucket(t)), &writes, &failAt)
 		w := acquiredWriter(t, fs, blobstorage.Options{})
 		for _, id := range []string{id1, id2} {
 			if err := os.CopyFS(w.StateDir(id), os.DirFS(tmpl.StateDir(id))); err != nil {
@@ -430,24 +380,21 @@ func TestBlobStorageSaveCrashingAtAnyWriteKeepsPreviousCheckpointOnMinIO(t *test
 		if err := w.Save(ctx, completedRecord(id1, dirs)); err != nil {
 			t.Fatalf("Save(%s): %v", id1, err)
 		}
-		before := fs.count()
+		before := writes.Load()
 		if k > 0 {
-			fs.failWrite(k)
+			failAt.Store(before + int64(k))
 		}
 		err := w.Save(ctx, completedRecord(id2, dirs))
-		writes := fs.count() - before
+		n := int(writes.Load() - before)
 		if k == 0 {
 			if err != nil {
 				t.Fatalf("Save(%s): %v", id2, err)
 			}
-			return writes
+			return n
 		}
 		if !errors.Is(err, errInjectedWrite) {
 			t.Fatalf("Save(%s) with write %d failing = %v, want the injected failure", id2, k, err)
 		}
-		fs.mu.Lock()
-		t.Logf("failed write %d: %s", k, fs.keys[before+k-1])
-		fs.mu.Unlock()
 		if got := latestCompletedID(t, fs); got != id1 {
 			t.Fatalf("after the failed Save, latest completed = %q, want %s", got, id1)
 		}
@@ -463,7 +410,7 @@ func TestBlobStorageSaveCrashingAtAnyWriteKeepsPreviousCheckpointOnMinIO(t *test
 		if err := w.Verify(ctx, id1); err != nil {
 			t.Fatalf("Verify(%s) after the retried Save: %v", id1, err)
 		}
-		return writes
+		return n
 	}
 
 	var n int
@@ -499,21 +446,6 @@ func linkShared(t *testing.T, dir1, dir2 string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// blockingStore decorates an *s3store.Store (keeping its
-// AbortIncompleteUploads, which GC looks for) so that the upload of one
-// key can be held in the middle.
-type blockingStore struct {
-	*s3store.Store
-	wrap atomic.Pointer[func(key string, r io.Reader) io.Reader]
-}
-
-func (b *blockingStore) Put(ctx context.Context, key string, r io.Reader) error {
-	if w := b.wrap.Load(); w != nil {
-		r = (*w)(key, r)
-	}
-	return b.Store.Put(ctx, key, r)
 }
 
 // holdingReader calls hold once, when the reader has produced at least
@@ -553,7 +485,17 @@ func TestBlobStorageSaveFailsWhenMinIODiesMidUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs := &blockingStore{Store: raw}
+	// wrap, once set, wraps the body of every Put. The Interceptor keeps
+	// raw's AbortIncompleteUploads, which GC looks for, reachable (Unwrap).
+	var wrap atomic.Pointer[func(key string, r io.Reader) io.Reader]
+	bs := blobstoretest.Intercept(raw, blobstoretest.Hooks{
+		Before: func(_ context.Context, c *blobstoretest.Call) error {
+			if w := wrap.Load(); w != nil && c.Op == blobstore.OpPut {
+				c.Body = (*w)(c.Key, c.Body)
+			}
+			return nil
+		},
+	})
 	// Grace of a nanosecond: GC aborts every incomplete upload it finds.
 	w := acquiredWriter(t, bs, blobstorage.Options{Grace: time.Nanosecond})
 
@@ -566,7 +508,7 @@ func TestBlobStorageSaveFailsWhenMinIODiesMidUpload(t *testing.T) {
 	bigKey := fmt.Sprintf("shared/op-0/%s-e%d/000001.sst", id2, w.Epoch())
 
 	reached, resume := make(chan struct{}), make(chan struct{})
-	wrap := func(key string, r io.Reader) io.Reader {
+	hold := func(key string, r io.Reader) io.Reader {
 		if key != bigKey {
 			return r
 		}
@@ -580,7 +522,7 @@ func TestBlobStorageSaveFailsWhenMinIODiesMidUpload(t *testing.T) {
 			<-resume
 		}}
 	}
-	bs.wrap.Store(&wrap)
+	wrap.Store(&hold)
 	saveErr := make(chan error, 1)
 	go func() { saveErr <- w.Save(ctx, d2) }()
 	select {
@@ -601,7 +543,7 @@ func TestBlobStorageSaveFailsWhenMinIODiesMidUpload(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("Save(%s) did not return within 3 minutes of the server dying", id2)
 	}
-	bs.wrap.Store(nil)
+	wrap.Store(nil)
 	srv.Restart(t)
 
 	if got := latestCompletedID(t, bs); got != id1 {

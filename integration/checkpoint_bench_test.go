@@ -3,9 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
-	"iter"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -59,7 +57,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	ctx := context.Background()
 
 	raw, requests := countedBucket(b, 0)
-	store := &countingStore{Blobstore: raw}
+	store := blobstoretest.Intercept(raw, blobstoretest.Hooks{})
 
 	// Build the state. Values are pseudo-random, so Pebble's block
 	// compression gains nothing and the tables are as large as the data.
@@ -109,12 +107,12 @@ func BenchmarkCheckpoint(b *testing.B) {
 		var kinds [numKinds]int64
 		for i := range b.N {
 			op := setup(i)
-			before, req0, kinds0, t0 := store.snapshot(), requests.n.Load(), requests.snapshot(), time.Now()
+			before, req0, kinds0, t0 := counts(store), requests.n.Load(), requests.snapshot(), time.Now()
 			b.StartTimer()
 			op()
 			b.StopTimer()
 			took += time.Since(t0)
-			c = c.add(store.snapshot().sub(before))
+			c = c.add(counts(store).sub(before))
 			reqs += requests.n.Load() - req0
 			for k, n := range requests.snapshot() {
 				kinds[k] += n - kinds0[k]
@@ -352,7 +350,7 @@ func (c *countingTransport) snapshot() [numKinds]int64 {
 	return s
 }
 
-// blobCounts are the calls made through a countingStore and the bytes
+// blobCounts are the calls made through an Interceptor and the bytes
 // they moved.
 type blobCounts struct {
 	put, get, stat, list, del int64 // calls (Put* are put, GetRange is get, Exists is stat)
@@ -375,102 +373,16 @@ func (c blobCounts) div(n int) string {
 		c.put/d, c.get/d, c.stat/d, c.list/d, c.del/d, float64(c.up/d)/(1<<20), float64(c.down/d)/(1<<20))
 }
 
-// countingStore decorates a Blobstore, counting calls by kind and the
-// bytes uploaded and downloaded.
-type countingStore struct {
-	blobstore.Blobstore
-	put, get, stat, list, del atomic.Int64
-	up, down                  atomic.Int64
-}
-
-var _ blobstore.Blobstore = (*countingStore)(nil)
-
-func (c *countingStore) snapshot() blobCounts {
-	return blobCounts{c.put.Load(), c.get.Load(), c.stat.Load(), c.list.Load(), c.del.Load(), c.up.Load(), c.down.Load()}
-}
-
-// countingReader adds what it reads to n.
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (r countingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.n.Add(int64(n))
-	return n, err
-}
-
-type countingReadCloser struct {
-	countingReader
-	io.Closer
-}
-
-func (c *countingStore) Put(ctx context.Context, key string, r io.Reader) error {
-	c.put.Add(1)
-	return c.Blobstore.Put(ctx, key, countingReader{r, &c.up})
-}
-
-func (c *countingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
-	c.put.Add(1)
-	return c.Blobstore.PutIfAbsent(ctx, key, countingReader{r, &c.up})
-}
-
-func (c *countingStore) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (string, error) {
-	c.put.Add(1)
-	return c.Blobstore.PutIfMatch(ctx, key, etag, countingReader{r, &c.up})
-}
-
-func (c *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	c.get.Add(1)
-	rc, err := c.Blobstore.Get(ctx, key)
-	if err != nil {
-		return nil, err
+// counts returns the calls made through i and the bytes they moved (Put*
+// are put, GetRange is get, Exists is stat).
+func counts(i *blobstoretest.Interceptor) blobCounts {
+	up, down := i.Bytes()
+	n := func(ops ...blobstore.Op) int64 { return int64(i.Count(ops...)) }
+	return blobCounts{
+		put: n(blobstore.OpPut, blobstore.OpPutIfAbsent, blobstore.OpPutIfMatch),
+		get: n(blobstore.OpGet, blobstore.OpGetRange), stat: n(blobstore.OpStat, blobstore.OpExists),
+		list: n(blobstore.OpList), del: n(blobstore.OpDelete), up: up, down: down,
 	}
-	return countingReadCloser{countingReader{rc, &c.down}, rc}, nil
-}
-
-// GetWithInfo keeps the store's one-request read (blobstore.InfoGetter),
-// counted as a get, or a stat and a get where the store has none.
-func (c *countingStore) GetWithInfo(ctx context.Context, key string) (io.ReadCloser, blobstore.ObjectInfo, error) {
-	c.get.Add(1)
-	if _, ok := c.Blobstore.(blobstore.InfoGetter); !ok {
-		c.stat.Add(1)
-	}
-	rc, info, err := blobstore.GetWithInfo(ctx, c.Blobstore, key)
-	if err != nil {
-		return nil, info, err
-	}
-	return countingReadCloser{countingReader{rc, &c.down}, rc}, info, nil
-}
-
-func (c *countingStore) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	c.get.Add(1)
-	rc, err := c.Blobstore.GetRange(ctx, key, offset, length)
-	if err != nil {
-		return nil, err
-	}
-	return countingReadCloser{countingReader{rc, &c.down}, rc}, nil
-}
-
-func (c *countingStore) Stat(ctx context.Context, key string) (blobstore.ObjectInfo, error) {
-	c.stat.Add(1)
-	return c.Blobstore.Stat(ctx, key)
-}
-
-func (c *countingStore) Exists(ctx context.Context, key string) (bool, error) {
-	c.stat.Add(1)
-	return c.Blobstore.Exists(ctx, key)
-}
-
-func (c *countingStore) List(ctx context.Context, prefix string) iter.Seq2[blobstore.ObjectInfo, error] {
-	c.list.Add(1)
-	return c.Blobstore.List(ctx, prefix)
-}
-
-func (c *countingStore) Delete(ctx context.Context, key string) error {
-	c.del.Add(1)
-	return c.Blobstore.Delete(ctx, key)
 }
 
 // TestSaveAndRestoreSendNoListRequests: a full checkpoint, an incremental

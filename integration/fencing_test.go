@@ -13,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstorage/remotetest"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 )
@@ -149,24 +151,25 @@ func TestZombieSaveInFlightDuringTakeoverIsFencedOnMinIO(t *testing.T) {
 func zombieSaveInFlightDuringTakeoverIsFenced(t *testing.T, srv *miniotest.Server) {
 	ctx := t.Context()
 	raw := openBucket(t, srv, srv.NewBucket(t))
-	fs := &faultyStore{Blobstore: raw}
+	b := blobstorage.New(raw, t.TempDir(), blobstorage.Options{})
+	var armed atomic.Bool
+	var once sync.Once
+	var takeover error
+	fs := blobstoretest.Intercept(raw, blobstoretest.Hooks{
+		Before: func(_ context.Context, c *blobstoretest.Call) error {
+			if armed.Load() && c.IsWrite() && strings.HasPrefix(c.Key, "shared/") {
+				// A is uploading its tables: B takes over now.
+				once.Do(func() { _, takeover = b.Acquire(context.WithoutCancel(ctx)) })
+			}
+			return nil
+		},
+	})
 	a := acquiredWriter(t, fs, blobstorage.Options{})
 	id1, id2, id3 := checkpoint.NewID(1), checkpoint.NewID(2), checkpoint.NewID(3)
 	if err := a.Save(ctx, completedRecord(id1, smallState(t, a, id1, "a1"))); err != nil {
 		t.Fatal(err)
 	}
-
-	b := blobstorage.New(raw, t.TempDir(), blobstorage.Options{})
-	var once sync.Once
-	var takeover error
-	fs.mu.Lock()
-	fs.before = func(op, key string) {
-		if strings.HasPrefix(key, "shared/") {
-			// A is uploading its tables: B takes over now.
-			once.Do(func() { _, takeover = b.Acquire(context.WithoutCancel(ctx)) })
-		}
-	}
-	fs.mu.Unlock()
+	armed.Store(true)
 	err := a.Save(ctx, completedRecord(id2, smallState(t, a, id2, "a2")))
 	if takeover != nil {
 		t.Fatalf("B Acquire during A's upload: %v", takeover)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/integration/miniotest"
 	"github.com/tidemark-io/tidemark/state"
@@ -131,7 +132,7 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 	// Build the state of every mode and checkpoint it.
 	for _, m := range modes {
 		m.mib, m.prefix = mib, "job-"+m.name
-		ckptCounts, pebbleCounts := &countingStore{Blobstore: raw}, &countingStore{Blobstore: raw}
+		ckptCounts, pebbleCounts := blobstoretest.Intercept(raw, blobstoretest.Hooks{}), blobstoretest.Intercept(raw, blobstoretest.Hooks{})
 		job, err := blobstore.WithPrefix(ckptCounts, m.prefix)
 		if err != nil {
 			b.Fatal(err)
@@ -159,7 +160,7 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 			w.UseRemote(st.CheckpointRemote())
 		}
 		m.built = buildBenchState(b, st, live, ids, keysPerOwner, valueSize)
-		m.pebbleUp = pebbleCounts.snapshot().up
+		m.pebbleUp = counts(pebbleCounts).up
 		var seq uint64
 		save := func() (string, blobCounts, int64) {
 			seq++
@@ -168,22 +169,22 @@ func benchInstant(b *testing.B, mib, rounds int) []*instantMode {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c0, r0 := ckptCounts.snapshot(), requests.n.Load()
+			c0, r0 := counts(ckptCounts), requests.n.Load()
 			if err := w.Save(ctx, completedRecord(id, dirs)); err != nil {
 				b.Fatalf("Save(%s): %v", id, err)
 			}
-			return id, ckptCounts.snapshot().sub(c0), requests.n.Load() - r0
+			return id, counts(ckptCounts).sub(c0), requests.n.Load() - r0
 		}
 		_, m.full, m.fullReqs = save()
 
-		c0, p0, r0 := ckptCounts.snapshot(), pebbleCounts.snapshot(), requests.n.Load()
+		c0, p0, r0 := counts(ckptCounts), counts(pebbleCounts), requests.n.Load()
 		m.written = overwriteBenchState(b, st, ids, keysPerOwner, valueSize, 1, 2)
 		save()
-		m.nextUp = ckptCounts.snapshot().sub(c0).up + pebbleCounts.snapshot().sub(p0).up
+		m.nextUp = counts(ckptCounts).sub(c0).up + counts(pebbleCounts).sub(p0).up
 		m.nextReqs = requests.n.Load() - r0
 		waitStateQuiet(b, st, live)
 		m.id, _, _ = save()
-		m.incrUp = ckptCounts.snapshot().sub(c0).up + pebbleCounts.snapshot().sub(p0).up
+		m.incrUp = counts(ckptCounts).sub(c0).up + counts(pebbleCounts).sub(p0).up
 		m.incrReqs = requests.n.Load() - r0
 		objs, err := st.RemoteObjects(ctx, w.StateDir(m.id))
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/s3store"
 	"github.com/tidemark-io/tidemark/state"
 )
@@ -117,8 +118,8 @@ func (job instantJob) run(emit func(instantEvent)) error {
 	if err != nil {
 		return err
 	}
-	counts := &countingStore{Blobstore: raw}
-	bs, err := blobstore.WithPrefix(counts, job.Prefix)
+	counted := blobstoretest.Intercept(raw, blobstoretest.Hooks{})
+	bs, err := blobstore.WithPrefix(counted, job.Prefix)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func (job instantJob) run(emit func(instantEvent)) error {
 		}
 	}
 	emit(instantEvent{Ev: "first", Download: tOpen.Sub(t0).Seconds(), Open: tGet.Sub(tOpen).Seconds(),
-		Get: time.Since(tGet).Seconds(), DownB: counts.snapshot().down})
+		Get: time.Since(tGet).Seconds(), DownB: counts(counted).down})
 
 	rng := rand.New(rand.NewPCG(job.Seed, 7))
 	next := 0
@@ -182,23 +183,23 @@ func (job instantJob) run(emit func(instantEvent)) error {
 
 	switch job.Kind {
 	case "reads":
-		c0 := counts.snapshot()
+		c0 := counts(counted)
 		secs, err := timed(job.ColdReads)
 		if err != nil {
 			return err
 		}
-		c := counts.snapshot().sub(c0)
+		c := counts(counted).sub(c0)
 		emit(instantEvent{Ev: "cold", Reads: job.ColdReads, Secs: secs, Gets: c.get, Stats: c.stat})
 		t := time.Now()
 		if err := st.Hydrate(ctx); err != nil {
 			return err
 		}
 		emit(instantEvent{Ev: "hydrated", Secs: time.Since(t).Seconds()})
-		c0 = counts.snapshot()
+		c0 = counts(counted)
 		if secs, err = timed(job.WarmReads); err != nil {
 			return err
 		}
-		c = counts.snapshot().sub(c0)
+		c = counts(counted).sub(c0)
 		emit(instantEvent{Ev: "warm", Reads: job.WarmReads, Secs: secs, Gets: c.get, Stats: c.stat})
 		return nil
 	case "timeline":

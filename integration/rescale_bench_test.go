@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 	"github.com/tidemark-io/tidemark/state"
 )
@@ -37,7 +38,7 @@ func BenchmarkRescale(b *testing.B) {
 			mode = "remote (in place)"
 		}
 		raw, _ := countedBucket(b, 0)
-		bs := &countingStore{Blobstore: raw}
+		bs := blobstoretest.Intercept(raw, blobstoretest.Hooks{})
 		w := blobstorage.New(bs, b.TempDir(), blobstorage.Options{})
 		if _, err := w.Acquire(b.Context()); err != nil {
 			b.Fatal(err)
@@ -53,15 +54,15 @@ func BenchmarkRescale(b *testing.B) {
 		b.Logf("%s: %d MiB built and checkpointed by 4 workers in %v", mode, stateMiB, time.Since(t0).Round(time.Second))
 		closeWorkers(four)
 
-		down0 := bs.down.Load()
+		down0 := down(bs)
 		two, took := rescaleTo(b, bs, w.Epoch(), remote, id1, [][]string{owners[:2], owners[2:]}, keysPerOwner, valueSize)
-		lines = append(lines, fmt.Sprintf("| %s | 4 → 2 | %.2f s | %.1f MiB |", mode, took.Seconds(), float64(bs.down.Load()-down0)/(1<<20)))
+		lines = append(lines, fmt.Sprintf("| %s | 4 → 2 | %.2f s | %.1f MiB |", mode, took.Seconds(), float64(down(bs)-down0)/(1<<20)))
 		id2 := checkpointByParts(b, w, two, 2)
 		closeWorkers(two)
 
-		down0 = bs.down.Load()
+		down0 = down(bs)
 		four, took = rescaleTo(b, bs, w.Epoch(), remote, id2, [][]string{owners[:1], owners[1:2], owners[2:3], owners[3:]}, keysPerOwner, valueSize)
-		lines = append(lines, fmt.Sprintf("| %s | 2 → 4 | %.2f s | %.1f MiB |", mode, took.Seconds(), float64(bs.down.Load()-down0)/(1<<20)))
+		lines = append(lines, fmt.Sprintf("| %s | 2 → 4 | %.2f s | %.1f MiB |", mode, took.Seconds(), float64(down(bs)-down0)/(1<<20)))
 		closeWorkers(four)
 	}
 	fmt.Printf("rescale of %d MiB in 4 owners on MinIO: time from the resumed workers' start to the first record processed by all, and bytes downloaded before it\n| state | rescale | first record | downloaded |\n|---|---|---|---|\n", stateMiB)
@@ -197,4 +198,10 @@ func checkpointByParts(tb testing.TB, w *blobstorage.Storage, ws []*rescaleWorke
 		tb.Fatalf("commit %s: %v", id, err)
 	}
 	return id
+}
+
+// down returns the bytes callers read from bs's gets.
+func down(bs *blobstoretest.Interceptor) int64 {
+	_, d := bs.Bytes()
+	return d
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
+	"github.com/tidemark-io/tidemark/blobstore/blobstoretest"
 	"github.com/tidemark-io/tidemark/checkpoint"
 )
 
@@ -51,46 +51,31 @@ type keyMark struct {
 	zombie, fenced bool
 }
 
-// markingStore records, for every write made while a worker saves, who
-// made it.
-type markingStore struct {
-	blobstore.Blobstore
-	wk *runWorkers
-}
-
-func (m *markingStore) Unwrap() blobstore.Blobstore { return m.Blobstore }
-
-func (m *markingStore) mark(key string) {
-	m.wk.mu.Lock()
-	defer m.wk.mu.Unlock()
-	if m.wk.writing != nil {
-		m.wk.marks[key] = *m.wk.writing
-	}
-}
-
-func (m *markingStore) Put(ctx context.Context, key string, r io.Reader) error {
-	m.mark(key)
-	return m.Blobstore.Put(ctx, key, r)
-}
-
-func (m *markingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader) (string, error) {
-	m.mark(key)
-	return m.Blobstore.PutIfAbsent(ctx, key, r)
-}
-
-func (m *markingStore) PutIfMatch(ctx context.Context, key, etag string, r io.Reader) (string, error) {
-	m.mark(key)
-	return m.Blobstore.PutIfMatch(ctx, key, etag, r)
-}
-
 // withWorkers wraps the run's store so that worker writes are marked and
 // starts one worker per slot.
 func withWorkers(r *fenceRun, slots int) {
 	wk := &runWorkers{r: r, marks: map[string]keyMark{}}
-	r.bs = &markingStore{Blobstore: r.bs, wk: wk}
+	// Every write made while a worker saves is marked with who made it.
+	r.bs = blobstoretest.Intercept(r.bs, blobstoretest.Hooks{
+		Before: func(_ context.Context, c *blobstoretest.Call) error {
+			if c.IsWrite() {
+				wk.mark(c.Key)
+			}
+			return nil
+		},
+	})
 	r.wk = wk
 	for i := range slots {
 		wk.slots = append(wk.slots, wk.newWorker(i))
+	}
+}
+
+// mark records who is writing key, if a worker is saving.
+func (wk *runWorkers) mark(key string) {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	if wk.writing != nil {
+		wk.marks[key] = *wk.writing
 	}
 }
 

@@ -83,12 +83,26 @@ type Config struct {
 	hook func(checkpoint.Step, string) checkpoint.HookAction
 }
 
+// EventKind says what an Event reports. Its values are stable strings,
+// so a JSON encoding of an Event keeps its meaning across releases.
+type EventKind string
+
+// The kinds of Event, in the order a run emits them.
+const (
+	// EventStart: recovery is done; Checkpoint is the one restored, or "".
+	EventStart EventKind = "start"
+	// EventBatch: a batch was processed and written.
+	EventBatch EventKind = "batch"
+	// EventCheckpoint: Checkpoint completed.
+	EventCheckpoint EventKind = "checkpoint"
+	// EventStop: the job returns; Checkpoint is its last completed one.
+	EventStop EventKind = "stop"
+)
+
 // Event is a progress event of a running job.
 type Event struct {
-	// Kind is "start" (recovery done, Checkpoint restored or ""),
-	// "batch" (a batch was processed and written), "checkpoint"
-	// (Checkpoint completed) or "stop" (the job returns).
-	Kind string
+	// Kind says what happened (see EventKind).
+	Kind EventKind
 	// Checkpoint is the checkpoint the event is about.
 	Checkpoint string
 	// Records counts the records this run read so far.

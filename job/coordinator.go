@@ -47,8 +47,8 @@ type CoordinatorConfig struct {
 	// next barrier is cut at once, and once it completed every worker is
 	// told the job ended, as at the end of every Source. Nil never stops.
 	Stop <-chan struct{}
-	// Observe hears "start" (a generation starts from Checkpoint),
-	// "checkpoint" (Checkpoint completed) and "stop".
+	// Observe hears EventStart (a generation starts from Checkpoint),
+	// EventCheckpoint (Checkpoint completed) and EventStop.
 	Observe func(Event)
 	// Logger receives warnings. Nil discards them.
 	Logger *slog.Logger
@@ -158,7 +158,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig) (Result, error) 
 	if errors.Is(err, checkpoint.ErrFenced) {
 		err = fmt.Errorf("job: coordinator fenced: another coordinator took over: %w", err)
 	}
-	c.observe("stop", c.res.Last)
+	c.observe(EventStop, c.res.Last)
 	return c.res, err
 }
 
@@ -187,7 +187,7 @@ type pendingRestore struct {
 	offsets map[string]json.RawMessage
 }
 
-func (c *coordinator) observe(kind, id string) {
+func (c *coordinator) observe(kind EventKind, id string) {
 	if c.cfg.Observe != nil {
 		c.cfg.Observe(Event{Kind: kind, Checkpoint: id})
 	}
@@ -363,7 +363,7 @@ func (c *coordinator) run(ctx context.Context) error {
 		if err := cfg.Group.Announce(ctx, plan); err != nil {
 			return fmt.Errorf("job: announce generation %d: %w", gen, err)
 		}
-		c.observe("start", c.restore)
+		c.observe(EventStart, c.restore)
 		cfg.Logger.Info("job: generation started", "epoch", c.epoch, "gen", gen, "restore", c.restore)
 		stop, err := c.generation(ctx, cc, &plan, members, reports, completed, &cur)
 		if err != nil || stop {
@@ -550,7 +550,7 @@ func (c *coordinator) await(ctx context.Context, cc *checkpoint.Coordinator, com
 			c.rescale = false
 			c.res.Checkpoints++
 			c.res.Last = id
-			c.observe("checkpoint", id)
+			c.observe(EventCheckpoint, id)
 			if c.cfg.GCEvery > 0 && (c.res.Checkpoints == 1 || c.res.Checkpoints%c.cfg.GCEvery == 0) {
 				if _, err := c.cfg.Storage.GC(ctx, blobstorage.GCOptions{}); errors.Is(err, checkpoint.ErrFenced) {
 					return fmt.Errorf("job: gc: %w", err)

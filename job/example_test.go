@@ -89,7 +89,7 @@ func ExampleJob_Stop() {
 	j, err := job.Start(context.Background(), job.Config{
 		Storage: storage, Dir: disk, Source: src, Processor: src, Sink: job.NewBlobSink(bucket, "out/"),
 		Observe: func(e job.Event) {
-			if e.Kind == "batch" && e.Records == 100 { // once
+			if e.Kind == job.EventBatch && e.Records == 100 { // once
 				close(read)
 			}
 		},

@@ -391,7 +391,7 @@ func runKillJob(ctx context.Context, spec killSpec, p *points, observe func(job.
 		Sink:      newFileSink(spec.Out, p.reach),
 		Interval:  time.Hour, EveryRecords: 10, State: smallState,
 		Observe: func(e job.Event) {
-			if e.Kind == "checkpoint" {
+			if e.Kind == job.EventCheckpoint {
 				p.reach("checkpoint-event") // the run heard of the completion
 			}
 			if observe != nil {
@@ -809,7 +809,7 @@ func TestKill9FrozenWriterWokenAfterTakeover(t *testing.T) {
 					pb = &points{at: "claim-completed", nth: 1, hit: func(string) { z.wake() }}
 				case "during": // node B recovered, reads on
 					observe = func(e job.Event) {
-						if e.Kind == "start" {
+						if e.Kind == job.EventStart {
 							z.wake()
 						}
 					}

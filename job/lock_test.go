@@ -90,7 +90,7 @@ func TestLockHelperProcess(t *testing.T) {
 		Storage: node(t, bucket, dir), Dir: dir, Source: idleSource{},
 		Processor: summer{}, Sink: job.NewBlobSink(bucket, "out/"), State: smallState,
 		Observe: func(e job.Event) {
-			if e.Kind == "start" {
+			if e.Kind == job.EventStart {
 				close(started)
 			}
 		},

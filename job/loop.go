@@ -120,7 +120,7 @@ func (r *runner) process(ctx context.Context, recs []Record) error {
 			return fmt.Errorf("job: sink write %s: %w", r.next, err)
 		}
 	}
-	r.observe("batch", "")
+	r.observe(EventBatch, "")
 	return nil
 }
 
@@ -241,7 +241,7 @@ func (r *runner) done(ctx context.Context, id string) error {
 		}
 		r.local = keep
 	}
-	r.observe("checkpoint", id)
+	r.observe(EventCheckpoint, id)
 	g, ok := r.cfg.Storage.(*blobstorage.Storage)
 	if !ok || r.cfg.GCEvery < 0 || (r.res.Checkpoints != 1 && r.res.Checkpoints%r.cfg.GCEvery != 0) {
 		return nil

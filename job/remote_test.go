@@ -31,7 +31,7 @@ func TestRemoteStateRoundTrip(t *testing.T) {
 			c := cfg(t.TempDir())
 			completed := 0
 			c.Observe = func(e job.Event) {
-				if e.Kind == "checkpoint" {
+				if e.Kind == job.EventCheckpoint {
 					if completed++; completed == 2 {
 						kill()
 					}

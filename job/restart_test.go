@@ -96,7 +96,7 @@ func TestShortRunsStillCollect(t *testing.T) {
 			Storage: blobstorage.New(bucket, filepath.Join(disk, "checkpoints"), blobstorage.Options{Keep: keep}),
 			Sink:    job.NewBlobSink(bucket, "out/"),
 			Observe: func(e job.Event) {
-				if e.Kind == "checkpoint" {
+				if e.Kind == job.EventCheckpoint {
 					if checkpoints++; checkpoints == 2 {
 						kill()
 					}

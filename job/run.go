@@ -64,7 +64,7 @@ type runner struct {
 
 func (r *runner) halt() { r.haltOnce.Do(func() { close(r.halted) }) }
 
-func (r *runner) observe(kind, id string) {
+func (r *runner) observe(kind EventKind, id string) {
 	if r.cfg.Observe != nil {
 		r.cfg.Observe(Event{Kind: kind, Checkpoint: id, Records: r.res.Records})
 	}
@@ -86,7 +86,7 @@ func (r *runner) close() error {
 func (r *runner) run(ctx context.Context) (Result, error) {
 	err := r.start(ctx)
 	if err == nil {
-		r.observe("start", r.res.Restored)
+		r.observe(EventStart, r.res.Restored)
 		err = r.loop(ctx)
 	}
 	if cerr := r.close(); cerr != nil && err == nil {
@@ -95,7 +95,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	if errors.Is(err, checkpoint.ErrFenced) {
 		err = fmt.Errorf("job: fenced: another writer took over; this one stops, touching nothing: %w", err)
 	}
-	r.observe("stop", r.res.Last)
+	r.observe(EventStop, r.res.Last)
 	return r.res, err
 }
 

@@ -68,9 +68,9 @@ type WorkerConfig struct {
 	State state.Options
 	// Options configure the blobstorage.Worker (Concurrency, Grace…).
 	Options blobstorage.Options
-	// Observe hears "start" (a generation restored Checkpoint), "batch",
-	// "checkpoint" (the part of Checkpoint was saved and reported) and
-	// "stop".
+	// Observe hears EventStart (a generation restored Checkpoint),
+	// EventBatch, EventCheckpoint (the part of Checkpoint was saved and
+	// reported) and EventStop.
 	Observe func(Event)
 	// Logger receives warnings. Nil discards them.
 	Logger *slog.Logger
@@ -137,7 +137,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (Result, error) {
 	if cerr := w.closeGen(); cerr != nil && err == nil {
 		err = cerr
 	}
-	w.observe("stop", w.res.Last)
+	w.observe(EventStop, w.res.Last)
 	return w.res, err
 }
 
@@ -159,7 +159,7 @@ type worker struct {
 	stopHydrate func() // stops the background hydration (remote mode)
 }
 
-func (w *worker) observe(kind, id string) {
+func (w *worker) observe(kind EventKind, id string) {
 	if w.cfg.Observe != nil {
 		w.cfg.Observe(Event{Kind: kind, Checkpoint: id, Records: w.res.Records})
 	}
@@ -333,7 +333,7 @@ func (w *worker) start(ctx context.Context, p Plan) error {
 		return fmt.Errorf("job: source seek: %w", err)
 	}
 	cfg.Logger.Info("job: worker started", "slot", cfg.Slot, "epoch", p.Epoch, "gen", p.Gen, "restore", p.Restore)
-	w.observe("start", p.Restore)
+	w.observe(EventStart, p.Restore)
 	if p.Barrier != "" && p.Barrier == w.open {
 		return w.cut(ctx)
 	}
@@ -386,7 +386,7 @@ func (w *worker) batch(ctx context.Context) error {
 			return fmt.Errorf("job: sink write %s: %w", txn, err)
 		}
 	}
-	w.observe("batch", "")
+	w.observe(EventBatch, "")
 	return nil
 }
 
@@ -429,6 +429,6 @@ func (w *worker) cut(ctx context.Context) error {
 	}
 	w.res.Checkpoints++
 	w.res.Last = id
-	w.observe("checkpoint", id)
+	w.observe(EventCheckpoint, id)
 	return nil
 }

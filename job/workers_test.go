@@ -166,7 +166,7 @@ func killedWorkerAndCoordinator(t *testing.T, mode string) {
 				Sink:     func(slot string) (job.Sink, error) { return sinkOf(slot), nil },
 				Interval: 20 * time.Millisecond, Timeout: 5 * time.Second,
 				Observe: func(e job.Event) {
-					if e.Kind == "checkpoint" {
+					if e.Kind == job.EventCheckpoint {
 						completed.Add(1)
 					}
 				},

@@ -158,25 +158,31 @@ func readAll(rc io.ReadCloser, err error) error {
 	return errors.Join(err, rc.Close())
 }
 
-// failing is a store whose writes fail and whose reads break after the
-// first chunk, as a store behind a broken network does.
-type failing struct {
-	blobstore.Blobstore
-	err error
-}
-
-func (f failing) Put(ctx context.Context, key string, r io.Reader) error {
-	if _, err := io.CopyN(io.Discard, r, 2); err != nil {
-		return err
+// failing returns a store whose writes fail after reading 2 bytes and
+// whose reads break after 3, as a store behind a broken network does.
+func failing(t *testing.T, err error) blobstore.Blobstore {
+	base := memstore.New()
+	if e := base.Put(t.Context(), "a", strings.NewReader("partial")); e != nil {
+		t.Fatal(e)
 	}
-	return f.err
+	return blobstoretest.Intercept(base, blobstoretest.Hooks{
+		Before: func(_ context.Context, c *blobstoretest.Call) error {
+			switch c.Op {
+			case blobstore.OpPut:
+				if _, e := io.CopyN(io.Discard, c.Body, 2); e != nil {
+					return e
+				}
+				return err
+			case blobstore.OpDelete:
+				return err
+			}
+			return nil
+		},
+		Read: func(_ *blobstoretest.Call, r io.Reader) io.Reader {
+			return io.MultiReader(io.LimitReader(r, 3), errReader{err})
+		},
+	})
 }
-
-func (f failing) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	return io.NopCloser(io.MultiReader(strings.NewReader("par"), errReader{f.err})), nil
-}
-
-func (f failing) Delete(ctx context.Context, key string) error { return f.err }
 
 type errReader struct{ err error }
 
@@ -188,7 +194,7 @@ func TestBlobstoreCountsFailures(t *testing.T) {
 	ctx := t.Context()
 	m, reg := newBlobstoreMetrics(t, BlobstoreOptions{})
 	boom := errors.New("connection reset")
-	bs := m.Wrap(failing{Blobstore: memstore.New(), err: boom})
+	bs := m.Wrap(failing(t, boom))
 
 	if err := bs.Put(ctx, "a", strings.NewReader("hello")); !errors.Is(err, boom) {
 		t.Fatalf("Put: %v", err)

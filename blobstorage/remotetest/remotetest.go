@@ -27,7 +27,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -38,8 +37,9 @@ import (
 // itself without importing blobstorage, which sits above it.
 var _ blobstorage.RemoteState = state.RemoteView{}
 
-// Run runs every scenario; newStore returns a new, empty Blobstore for
-// each (it may be a prefix of a shared bucket).
+// Run runs every scenario, in parallel; newStore returns a new, empty
+// Blobstore for each (it may be a prefix of a shared bucket, but no two
+// scenarios may share keys) and must be safe to call concurrently.
 func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 	for _, tc := range []struct {
 		name string
@@ -54,9 +54,15 @@ func Run(t *testing.T, newStore func(t *testing.T) blobstore.Blobstore) {
 		{"WorkerPartWithoutUseRemoteRefused", WorkerPartWithoutUseRemoteRefused},
 		{"WorkersRescaleInPlace", WorkersRescaleInPlace},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each scenario has stores and directories of its own
+			tc.fn(t, newStore(t))
+		})
 	}
-	t.Run("SavepointToAnotherStore", func(t *testing.T) { SavepointToAnotherStore(t, newStore(t), newStore(t)) })
+	t.Run("SavepointToAnotherStore", func(t *testing.T) {
+		t.Parallel()
+		SavepointToAnotherStore(t, newStore(t), newStore(t))
+	})
 }
 
 // Owners are the operators of every scenario.
@@ -567,7 +573,7 @@ func clone(m Model) Model {
 }
 
 // VerifyNamesMissingObject: verify fails naming a deleted remote object,
-// wrapping archive.ErrCorrupt and blobstore.ErrNotFound; a Save of state
+// wrapping blobstorage.ErrCorrupt and blobstore.ErrNotFound; a Save of state
 // that references it fails naming it too (after a restore, the objects of
 // earlier writers are checked once).
 func VerifyNamesMissingObject(t *testing.T, bs blobstore.Blobstore) {
@@ -581,7 +587,7 @@ func VerifyNamesMissingObject(t *testing.T, bs blobstore.Blobstore) {
 		t.Fatal(err)
 	}
 	err := a.Storage.Verify(ctx, id)
-	if !errors.Is(err, archive.ErrCorrupt) || !errors.Is(err, blobstore.ErrNotFound) || !strings.Contains(err.Error(), victim) {
+	if !errors.Is(err, blobstorage.ErrCorrupt) || !errors.Is(err, blobstore.ErrNotFound) || !strings.Contains(err.Error(), victim) {
 		t.Fatalf("verify with %s deleted: %v", victim, err)
 	}
 	b, _ := Resume(t, bs, blobstorage.Options{})
@@ -602,7 +608,7 @@ func SaveWithoutUseRemoteRefused(t *testing.T, bs blobstore.Blobstore) {
 	}
 	a.Storage = plain
 	_, err := a.TryCheckpoint(t, 1)
-	if err == nil || !strings.Contains(err.Error(), "UseRemote") {
+	if !errors.Is(err, blobstorage.ErrRemoteNotOwned) || !strings.Contains(err.Error(), "UseRemote") {
 		t.Fatalf("save of remote-mode state without UseRemote: %v", err)
 	}
 	if cp, err := plain.Load(t.Context()); err != nil || cp != nil {
@@ -801,7 +807,7 @@ func WorkerPartWithoutUseRemoteRefused(t *testing.T, bs blobstore.Blobstore) {
 		t.Fatal(err)
 	}
 	_, err = w.SavePart(t.Context(), a.Epoch, &checkpoint.CheckpointData{ID: id, StateDirs: dirs, Status: checkpoint.StatusCompleted})
-	if err == nil || !strings.Contains(err.Error(), "remote mode") {
+	if !errors.Is(err, blobstorage.ErrRemoteNotOwned) {
 		t.Fatalf("SavePart of remote-mode state: %v", err)
 	}
 	for o, err := range bs.List(t.Context(), "checkpoints/") {

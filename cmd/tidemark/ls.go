@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -73,7 +72,7 @@ func lsProblems(problems []error) error {
 	}
 	first := problems[0]
 	for _, p := range problems {
-		if errors.Is(p, archive.ErrCorrupt) {
+		if corrupt(p) {
 			first = p
 			break
 		}
@@ -150,7 +149,7 @@ func listSavepoints(ctx context.Context, bs blobstore.Blobstore, now time.Time) 
 	for _, l := range labels {
 		info, err := savepoint.Stat(ctx, bs, l)
 		sp := savepointInfo{Label: l, Size: info.Bytes, Format: info.Format.String(), EncryptionKeyID: info.EncryptionKeyID}
-		if errors.Is(err, archive.ErrCorrupt) { // listed, and said so
+		if corrupt(err) { // listed, and said so
 			sp.Format, sp.Error = savepoint.FormatManifest.String(), err.Error()
 			info.ModTime = time.Time{}
 			if oi, serr := bs.Stat(ctx, checkpoint.SavepointKey(l)); serr == nil {
@@ -231,7 +230,7 @@ listed with what is wrong, after everything else ls could read, and ls then exit
 					// Saved after the listing, or dangling.
 					ci, err := describe(ctx, s, p.ID, now)
 					if errors.Is(err, checkpoint.ErrNotFound) {
-						err = fmt.Errorf("%w: names %s, which has no record (%w)", archive.ErrCorrupt, p.ID, checkpoint.ErrNotFound)
+						err = fmt.Errorf("%w: names %s, which has no record (%w)", blobstorage.ErrCorrupt, p.ID, checkpoint.ErrNotFound)
 						ptrs[i].err, ptrs[i].Error = err, err.Error()
 						problems = append(problems, fmt.Errorf("pointer %s: %w", p.Name, err))
 						continue

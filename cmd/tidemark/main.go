@@ -40,7 +40,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/cmd/tidemark/internal/demo"
 	_ "github.com/tidemark-io/tidemark/filestore" // file://
@@ -214,8 +213,7 @@ type quietError struct{ err error }
 func (e quietError) Error() string { return e.err.Error() }
 func (e quietError) Unwrap() error { return e.err }
 
-// errVerify marks a failed verification that is not an archive.ErrCorrupt
-// (exit 3).
+// errVerify marks a failed verification that is not corrupt (exit 3).
 var errVerify = errors.New("verification failed")
 
 // run executes the command line args and returns the exit code.
@@ -282,7 +280,7 @@ func exitCode(ctx context.Context, err error) int {
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, blobstore.ErrChecksum), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
+	case corrupt(err), errors.Is(err, blobstore.ErrChecksum), errors.Is(err, errVerify), errors.Is(err, demo.ErrNotExactlyOnce):
 		// ErrChecksum: the store's own checksum of an object failed.
 		return exitVerify
 	case stoppedBy(ctx, err):

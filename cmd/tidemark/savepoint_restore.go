@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -81,7 +80,7 @@ conditional writes. A refused restore changes nothing.`,
 			if errors.Is(err, blobstore.ErrNotFound) {
 				return fmt.Errorf("no savepoint %q in the store: %w", label, err)
 			}
-			if err != nil && !errors.Is(err, archive.ErrCorrupt) {
+			if err != nil && !corrupt(err) {
 				return err
 			}
 			// Verify before taking the writer role: a refused restore must

@@ -48,7 +48,7 @@ func checkName(name string, withLabels bool) error {
 
 // loadNamed reads the record of the checkpoint name names: an id, or an
 // alias (its pointer followed). A pointer that is damaged or names a
-// record that does not exist is archive.ErrCorrupt (exit 3).
+// record that does not exist is blobstorage.ErrCorrupt (exit 3).
 func loadNamed(ctx context.Context, s *blobstorage.Storage, name string) (*blobstorage.Record, error) {
 	if !isAlias(name) {
 		rec, err := s.LoadRecord(ctx, name)

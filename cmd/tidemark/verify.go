@@ -68,7 +68,7 @@ func (a *app) verify(ctx context.Context, name string, deep bool) error {
 	if isAlias(name) {
 		// An alias names a checkpoint, never a savepoint.
 		rec, err := loadNamed(ctx, s, name)
-		if errors.Is(err, archive.ErrCorrupt) {
+		if corrupt(err) {
 			// A damaged pointer or record is a verdict: FAILED.
 			return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
 		}
@@ -82,7 +82,7 @@ func (a *app) verify(ctx context.Context, name string, deep bool) error {
 		if err == nil {
 			return a.verifyCheckpointAt(ctx, bs, name, rec, deep)
 		}
-		if errors.Is(err, archive.ErrCorrupt) {
+		if corrupt(err) {
 			return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: name}, err)
 		}
 		if !errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, blobstore.ErrNotFound) {
@@ -97,7 +97,7 @@ func (a *app) verify(ctx context.Context, name string, deep bool) error {
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return fmt.Errorf("no checkpoint or savepoint named %q in the store (tidemark ls lists them)", name)
 	}
-	if err != nil && !errors.Is(err, archive.ErrCorrupt) { // a damaged one is a verdict
+	if err != nil && !corrupt(err) { // a damaged one is a verdict
 		return err
 	}
 	if deep {
@@ -119,7 +119,7 @@ type verifyResult struct {
 // verifyFailed turns a verification error into the exit-3 kind: corrupt
 // data, or a file the record names that is missing.
 func verifyFailed(err error) error {
-	if errors.Is(err, archive.ErrCorrupt) {
+	if corrupt(err) {
 		return err
 	}
 	if errors.Is(err, blobstore.ErrNotFound) {
@@ -196,4 +196,9 @@ func manifestRecordID(m *archive.Manifest) string {
 	}
 	_ = json.Unmarshal(m.Record, &rec)
 	return rec.ID
+}
+
+// corrupt reports whether err is damage of the store or of an archive.
+func corrupt(err error) bool {
+	return errors.Is(err, blobstorage.ErrCorrupt) || errors.Is(err, archive.ErrCorrupt)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-io/tidemark/archive"
 	"github.com/tidemark-io/tidemark/blobstorage"
 	"github.com/tidemark-io/tidemark/blobstore"
 	"github.com/tidemark-io/tidemark/checkpoint"
@@ -50,7 +49,7 @@ func (a *app) verifyCheckpointAt(ctx context.Context, bs blobstore.Blobstore, id
 	rep, err := readStorage(p.observed(bs)).VerifyDeep(ctx, id)
 	p.done()
 	if err != nil {
-		if errors.Is(err, archive.ErrCorrupt) {
+		if corrupt(err) {
 			return a.reportVerify(ctx, verifyResult{Kind: "checkpoint", Name: id}, err)
 		}
 		return err
@@ -95,7 +94,7 @@ func (a *app) verifySavepointDeep(ctx context.Context, bs blobstore.Blobstore, l
 		v.Damaged = []blobstorage.Damage{{Key: de.Key, Missing: de.Missing, Reason: de.Err.Error(), Path: de.Path}}
 	case errors.Is(err, blobstore.ErrNotFound):
 		v.Damaged = []blobstorage.Damage{{Key: key, Missing: true, Reason: "missing"}}
-	case errors.Is(err, archive.ErrCorrupt), errors.Is(err, blobstore.ErrChecksum):
+	case corrupt(err), errors.Is(err, blobstore.ErrChecksum):
 		v.Damaged = []blobstorage.Damage{{Key: key, Reason: err.Error()}}
 	default:
 		return err
