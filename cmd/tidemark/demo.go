@@ -45,6 +45,8 @@ type demoFlags struct {
 	remoteState string
 	// remoteStateSet: --remote-state was given (its value may be empty).
 	remoteStateSet bool
+	// source is --source: a JetStream stream as input (empty: generated).
+	source string
 	workersFlags
 	stopFlags
 }
@@ -155,8 +157,10 @@ offset in demo/base for later runs.`,
 	fl.StringVar(&f.remoteState, "remote-state", "", "keep the state's tables in the store (instant restore: a resume opens at once and reads on demand): all (every level) or lower (L5 and L6); --remote-state alone means all (an empty value is refused). A job in remote state cannot resume without it")
 	fl.Lookup("remote-state").NoOptDefVal = demo.RemoteStateAll
 	fl.DurationVar(&f.outage, "outage-tolerance", defaultOutage, "ride through an S3 store outage this long: requests are retried instead of failing the checkpoint (0: the store URL's own retry budget)")
+	fl.StringVar(&f.source, "source", "", sourceHelp)
 	a.addWorkersFlags(cmd, &f.workersFlags)
 	addStopFlags(cmd, &f.stopFlags)
+	cmd.AddCommand(a.demoProduceCmd())
 	return cmd
 }
 
@@ -206,7 +210,15 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if _, _, err := demo.ParseRemoteState(f.remoteState); err != nil {
 		return usagef("demo: --remote-state=%s: want all or lower", f.remoteState)
 	}
-	if f.crashAfter > f.records {
+	if f.source != "" {
+		if _, err := parseSource(f.source); err != nil {
+			return err
+		}
+		if f.workers > 0 || f.remoteStateSet {
+			return usagef("demo: --source runs in one process with state on local disk for now: leave out --workers and --remote-state")
+		}
+	}
+	if f.crashAfter > f.records && f.source == "" {
 		return usagef("demo: --crash-after-records %d is past the end of the source (--records %d): it would never crash", f.crashAfter, f.records)
 	}
 	if f.metricsAddr != "" {
@@ -219,6 +231,16 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	}
 	if err := f.stopFlags.check(); err != nil {
 		return err
+	}
+	// The input stream is checked before anything changes.
+	var src demo.NATS
+	if f.source != "" {
+		n, closeSource, err := a.openSource(ctx, f.source)
+		if err != nil {
+			return err
+		}
+		defer closeSource()
+		src = n
 	}
 	// The metrics address is bound before --dir is created: a port in
 	// use must leave nothing behind. The families exist from the start,
@@ -323,6 +345,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		}
 	}
 
+	if f.source != "" {
+		return a.runDemoSource(ctx, f, cfg, faults, src, storeURL, up, start, say, storage)
+	}
 	if f.workers > 0 {
 		return a.runDemoWorkers(ctx, f, cfg, faults, openURL, storeURL, up, start)
 	}
