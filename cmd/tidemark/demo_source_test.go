@@ -41,6 +41,11 @@ func TestDemoSourceCrashesAndResumesExactlyOnceOverJetStream(t *testing.T) {
 	if out, errOut, code := tmEnv(t, vars, args...); code != 0 || !strings.Contains(out, "exactly-once: OK, 20000 records") {
 		t.Fatalf("rerun: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+	// A new store has no claim on the output stream of the old one.
+	args = demoArgs(t.TempDir(), fileURL(t.TempDir()), "--source", source)
+	if out, errOut, code := tmEnv(t, vars, args...); code != exitError || !strings.Contains(errOut, "holds another job's output") {
+		t.Fatalf("new store over a used output stream: exit %d, want %d and a refusal\nstdout: %s\nstderr: %s", code, exitError, out, errOut)
+	}
 }
 
 // A missing stream, a bad URL, --workers and a server that refuses the

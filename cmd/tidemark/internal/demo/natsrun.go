@@ -118,6 +118,9 @@ func RunNATS(ctx context.Context, cfg Config, n NATS) (Result, error) {
 		return Result{}, err
 	}
 	out := OutputStream(n.Stream)
+	if err := refuseOthersOutput(ctx, cfg.Storage, n.JS, out); err != nil {
+		return Result{}, err
+	}
 	if err := jetstream.CreateOutputStreams(ctx, n.JS, out, 1); err != nil {
 		return Result{}, fmt.Errorf("demo: output stream %s: %w", out, err)
 	}
@@ -191,6 +194,36 @@ func RunNATS(ctx context.Context, cfg Config, n NATS) (Result, error) {
 		return res, fmt.Errorf("%w: %s", ErrNotExactlyOnce, res.Check)
 	}
 	return res, nil
+}
+
+// ErrOutputTaken is returned when a job with no checkpoint finds its
+// output stream holding output already: another job's, whose checkpoint
+// ids it would reuse.
+var ErrOutputTaken = errors.New("demo: the output stream holds another job's output")
+
+// refuseOthersOutput refuses a store without any checkpoint whose output
+// stream out already holds messages. It reads only.
+func refuseOthersOutput(ctx context.Context, st checkpoint.Storage, js natsjs.JetStream, out string) error {
+	cp, err := st.Load(ctx)
+	if err != nil || cp != nil {
+		return err
+	}
+	s, err := js.Stream(ctx, out)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("demo: output stream %s: %w", out, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("demo: output stream %s: %w", out, err)
+	}
+	if info.State.Msgs > 0 {
+		return fmt.Errorf("%w: %s holds %d messages but this store has no checkpoint: resume with the store that wrote them, or delete %s and %s_staging",
+			ErrOutputTaken, out, info.State.Msgs, out, out)
+	}
+	return nil
 }
 
 // streamCount is RunNATS's Processor: the counts of each batch's words,
