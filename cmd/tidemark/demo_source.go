@@ -20,7 +20,7 @@ import (
 // sourceHelp describes --source for the demo and demo produce.
 const sourceHelp = "read the input from the JetStream stream STREAM of this NATS server (nats://HOST:PORT/STREAM; " +
 	"credentials from $" + natsUserEnv + " and $" + natsPasswordEnv + " when set) and write the output exactly once " +
-	"to the stream STREAM_out; fill STREAM first with: tidemark demo produce --source nats://HOST:PORT/STREAM"
+	"to the stream STREAM_out (it reads what STREAM holds: --records and --words are then unused); fill STREAM first with: tidemark demo produce --source nats://HOST:PORT/STREAM"
 
 // natsSource is a parsed --source: the server's address and the stream.
 type natsSource struct{ addr, stream string }

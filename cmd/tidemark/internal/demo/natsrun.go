@@ -315,8 +315,13 @@ func checkStreams(ctx context.Context, cfg Config, n NATS) (Check, error) {
 	}); err != nil {
 		return Check{}, err
 	}
-	var txns int
-	if err := readStream(ctx, n.JS, out, out+".txn.>", func(natsjs.Msg) error { txns++; return nil }); err != nil {
+	// A marker per chunk, "<out>.txn.<id>.<chunk>": count the ids.
+	txns := map[string]bool{}
+	if err := readStream(ctx, n.JS, out, out+".txn.>", func(m natsjs.Msg) error {
+		id, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), out+".txn."), ".")
+		txns[id] = true
+		return nil
+	}); err != nil {
 		return Check{}, err
 	}
 	cp, err := cfg.Storage.LoadLatestCompleted(ctx)
@@ -327,7 +332,7 @@ func checkStreams(ctx context.Context, cfg Config, n NATS) (Check, error) {
 	if err != nil {
 		return Check{}, err
 	}
-	c := Check{Records: records, Words: len(want), Transactions: txns}
+	c := Check{Records: records, Words: len(want), Transactions: len(txns)}
 	for _, w := range slices.Sorted(maps.Keys(union(want, got, state))) {
 		c.OutputTotal += got[w]
 		if got[w] != want[w] {
