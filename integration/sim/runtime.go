@@ -57,13 +57,13 @@ func (s *numbers) Next(ctx context.Context) ([]job.Record, error) {
 
 func (s *numbers) Offsets() ([]byte, error) { return json.Marshal(s.next) }
 
-// summer keeps the running total of the numbers in the state and outputs
-// each number with the total up to it: a value tells whether the state
-// counted every number before it exactly once.
-type summer struct{}
+// summer keeps the running total of the numbers in owner's state and
+// outputs each number with the total up to it: a value tells whether the
+// state counted every number before it exactly once.
+type summer struct{ owner string }
 
-func (summer) Process(_ context.Context, st *pstate.Store, in []job.Record) ([]job.Record, error) {
-	o, err := st.Owner(sumOwner)
+func (p summer) Process(_ context.Context, st *pstate.Store, in []job.Record) ([]job.Record, error) {
+	o, err := st.Owner(p.owner)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (w *World) runJob(ctx context.Context, p *proc, st *blobstorage.Storage) er
 		Storage:      st,
 		Dir:          filepath.Join(p.dir, "job"),
 		Source:       &numbers{n: w.cfg.Records},
-		Processor:    summer{},
+		Processor:    summer{owner: sumOwner},
 		Sink:         job.NewBlobSink(w.sinkBS, outPfx),
 		Interval:     time.Hour,
 		EveryRecords: 4,

@@ -82,29 +82,6 @@ func (s *slotNumbers) Next(ctx context.Context) ([]job.Record, error) {
 
 func (s *slotNumbers) Offsets() ([]byte, error) { return json.Marshal(map[string]int{s.slot: s.next}) }
 
-// slotSummer is summer for one slot: the running total of the slot's
-// numbers, in the slot's own owner.
-type slotSummer struct{ owner string }
-
-func (p slotSummer) Process(_ context.Context, st *pstate.Store, in []job.Record) ([]job.Record, error) {
-	o, err := st.Owner(p.owner)
-	if err != nil {
-		return nil, err
-	}
-	v, _, err := o.Get([]byte("total"))
-	if err != nil {
-		return nil, err
-	}
-	total, _ := strconv.Atoi(string(v))
-	out := make([]job.Record, len(in))
-	for i, r := range in {
-		n, _ := strconv.Atoi(string(r.Key))
-		total += n
-		out[i] = job.Record{Key: r.Key, Value: []byte(strconv.Itoa(total))}
-	}
-	return out, o.Set([]byte("total"), []byte(strconv.Itoa(total)))
-}
-
 // slotTotal is the sum of slot i of k's numbers below next.
 func slotTotal(i, k, next int) int {
 	t := 0
@@ -134,7 +111,7 @@ func (w *World) workerConfig(g job.Group, slot, dir string, observe func(job.Eve
 		Source: func(context.Context) (job.Source, error) {
 			return &slotNumbers{slot: slot, i: i, k: len(w.slots), n: w.cfg.Records, pause: sourcePause}, nil
 		},
-		Processor: slotSummer{owner: slotOwner(slot)},
+		Processor: summer{owner: slotOwner(slot)},
 		Sink:      w.slotSink(slot),
 		Owners:    []string{slotOwner(slot)},
 		// No flush at a checkpoint: Pebble's flushes and compactions run
