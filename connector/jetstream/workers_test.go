@@ -136,6 +136,22 @@ func (j *workerJob) coordinator(observe func(job.Event), fail func() bool) *run 
 }
 
 func (j *workerJob) worker(slot string, observe func(job.Event)) *run {
+	return j.startWorker(slot, func(js natsjs.JetStream) job.WorkerConfig {
+		return job.WorkerConfig{
+			Source: func(context.Context) (job.Source, error) {
+				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: j.partsOf[slot], MaxRecords: 20, StopAtEnd: true})
+			},
+			Processor: slowTotals{totals.Job{Parts: j.parts, Owner: "totals-" + slot}, 10 * time.Millisecond},
+			Owners:    []string{"totals-" + slot},
+			Observe:   observe,
+		}
+	})
+}
+
+// startWorker runs slot's RunWorker in the background with the config
+// cfg returns, completed with the job's Group, store, a new directory
+// and the slot's sink.
+func (j *workerJob) startWorker(slot string, cfg func(natsjs.JetStream) job.WorkerConfig) *run {
 	ctx, cancel := context.WithTimeout(j.t.Context(), 3*time.Minute)
 	r := &run{cancel: cancel, done: make(chan struct{})}
 	g := j.group(ctx)
@@ -143,22 +159,11 @@ func (j *workerJob) worker(slot string, observe func(job.Event)) *run {
 	if err != nil {
 		j.t.Fatal(err)
 	}
-	js := j.srv.JetStream(j.t)
+	c := cfg(j.srv.JetStream(j.t))
+	c.Group, c.Slot, c.Blobstore, c.Dir, c.Sink = g, slot, j.bucket(), j.t.TempDir(), sink
 	go func() {
 		defer close(r.done)
-		r.res, r.err = job.RunWorker(ctx, job.WorkerConfig{
-			Group:     g,
-			Slot:      slot,
-			Blobstore: j.bucket(),
-			Dir:       j.t.TempDir(),
-			Source: func(context.Context) (job.Source, error) {
-				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: j.partsOf[slot], MaxRecords: 20, StopAtEnd: true})
-			},
-			Processor: slowTotals{totals.Job{Parts: j.parts, Owner: "totals-" + slot}, 10 * time.Millisecond},
-			Sink:      sink,
-			Owners:    []string{"totals-" + slot},
-			Observe:   observe,
-		})
+		r.res, r.err = job.RunWorker(ctx, c)
 	}()
 	return r
 }
@@ -679,28 +684,16 @@ func (j ownerPerPartition) Process(ctx context.Context, st *state.Store, in []jo
 
 // rescaleWorker runs slot reading partitions, with the owners given.
 func (j *workerJob) rescaleWorker(slot string, partitions []int, owners []string) *run {
-	ctx, cancel := context.WithTimeout(j.t.Context(), 3*time.Minute)
-	r := &run{cancel: cancel, done: make(chan struct{})}
-	g := j.group(ctx)
-	sink, err := j.sink(ctx, slot)
-	if err != nil {
-		j.t.Fatal(err)
-	}
-	js := j.srv.JetStream(j.t)
-	go func() {
-		defer close(r.done)
-		r.res, r.err = job.RunWorker(ctx, job.WorkerConfig{
-			Group: g, Slot: slot, Blobstore: j.bucket(), Dir: j.t.TempDir(),
+	return j.startWorker(slot, func(js natsjs.JetStream) job.WorkerConfig {
+		return job.WorkerConfig{
 			Source: func(context.Context) (job.Source, error) {
 				return tmjs.NewSource(js, tmjs.SourceConfig{Stream: "in", Partitions: partitions, MaxRecords: 20, StopAtEnd: true})
 			},
 			Processor:   ownerPerPartition{parts: j.parts},
-			Sink:        sink,
 			Owners:      owners,
 			RemoteState: j.remote,
-		})
-	}()
-	return r
+		}
+	})
 }
 
 // TestWorkersRescale: a job of two workers crashes whole (coordinator and
