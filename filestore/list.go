@@ -135,15 +135,20 @@ func (w *walker) walk(dir *os.Root, keyPrefix, partial string) bool {
 }
 
 // readEntries reads dir, keeps the entries that can hold keys matching
-// partial, and sorts them in key order.
+// partial, and sorts them in key order. A directory removed since it was
+// opened (a delete beside the listing) holds nothing.
 func readEntries(dir *os.Root, partial string) ([]entry, error) {
 	d, err := dir.Open(".")
-	if err != nil {
+	if isMissing(err) {
+		return nil, nil
+	} else if err != nil {
 		return nil, err
 	}
 	des, err := d.ReadDir(-1)
 	d.Close()
-	if err != nil {
+	if isMissing(err) {
+		return nil, nil
+	} else if err != nil {
 		return nil, err
 	}
 	entries := make([]entry, 0, len(des))

@@ -479,3 +479,19 @@ func TestDeleteIfMatch(t *testing.T) {
 		t.Fatal("As[ConditionalDeleter] does not find the file store's")
 	}
 }
+
+// A directory removed after a listing opened it (GC deleting a checkpoint
+// beside a List) lists as empty, not as an error.
+func TestListOfADirectoryRemovedMidWalkIsEmpty(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := os.MkdirAll(filepath.Join(dir, "private"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := filestore.ReadEntriesOfRemoved(dir)
+	if err != nil || n != 0 {
+		t.Fatalf("read a removed directory: %d entries, %v; want none and no error", n, err)
+	}
+}
